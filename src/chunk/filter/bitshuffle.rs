@@ -1,0 +1,94 @@
+//! Bit unshuffle (`spec/filters.md` §3), with the Blosc1 and Blosc2 rules for blocks whose
+//! element count is not a multiple of 8.
+
+/// Transposes an 8×8 bit matrix held in a u64 (byte r, bit c) → (byte c, bit r).
+#[inline]
+pub fn transpose8(mut x: u64) -> u64 {
+    let t = (x ^ (x >> 7)) & 0x00AA_00AA_00AA_00AA;
+    x = x ^ t ^ (t << 7);
+    let t = (x ^ (x >> 14)) & 0x0000_CCCC_0000_CCCC;
+    x = x ^ t ^ (t << 14);
+    let t = (x ^ (x >> 28)) & 0x0000_0000_F0F0_F0F0;
+    x ^ t ^ (t << 28)
+}
+
+/// Undoes the bitshuffle of a block. `s` = typesize; `blosc1` selects the version ≤ 2 rule.
+pub fn bitunshuffle(s: usize, blosc1: bool, src: &[u8], dst: &mut [u8]) {
+    let len = src.len();
+    if s == 0 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let n = len / s;
+    let m = if blosc1 {
+        if n % 8 != 0 { 0 } else { n }
+    } else {
+        n - n % 8
+    };
+    if m == 0 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    if !crate::chunk::simd::bitunshuffle(s, m, src, dst) {
+        bitunshuffle_portable(s, m, src, dst);
+    }
+    dst[m * s..].copy_from_slice(&src[m * s..]);
+}
+
+/// Portable bit-untranspose of the first `m` (multiple of 8) elements of size `s`.
+pub fn bitunshuffle_portable(s: usize, m: usize, src: &[u8], dst: &mut [u8]) {
+    let rowlen = m / 8;
+    for j in 0..s {
+        let rows: [&[u8]; 8] = std::array::from_fn(|b| &src[(8 * j + b) * rowlen..(8 * j + b + 1) * rowlen]);
+        for k in 0..rowlen {
+            let x = u64::from_le_bytes(std::array::from_fn(|b| rows[b][k]));
+            let y = transpose8(x).to_le_bytes();
+            for (t, &byte) in y.iter().enumerate() {
+                dst[(8 * k + t) * s + j] = byte;
+            }
+        }
+    }
+}
+
+/// Forward bitshuffle (Blosc2 rule), used by tests and benches to make inputs.
+pub fn bitshuffle(s: usize, src: &[u8], dst: &mut [u8]) {
+    let n = src.len() / s.max(1);
+    let m = n - n % 8;
+    let rowlen = m / 8;
+    dst.copy_from_slice(src);
+    for j in 0..s {
+        for k in 0..rowlen {
+            let x = u64::from_le_bytes(std::array::from_fn(|t| src[(8 * k + t) * s + j]));
+            let y = transpose8(x).to_le_bytes();
+            for (b, &byte) in y.iter().enumerate() {
+                dst[(8 * j + b) * rowlen + k] = byte;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_is_an_involution_and_moves_bits() {
+        assert_eq!(transpose8(1 << 1), 1 << 8);
+        let x = 0x0123_4567_89AB_CDEF;
+        assert_eq!(transpose8(transpose8(x)), x);
+    }
+
+    #[test]
+    fn roundtrip_blosc2_rule() {
+        for s in 1..=17 {
+            for n in [0usize, 3, 8, 9, 64, 101] {
+                let src: Vec<u8> = (0..n * s + 2).map(|i| (i * 7 + 3) as u8).collect();
+                let mut sh = vec![0; src.len()];
+                bitshuffle(s, &src, &mut sh);
+                let mut back = vec![0; src.len()];
+                bitunshuffle(s, false, &sh, &mut back);
+                assert_eq!(back, src, "s={s} n={n}");
+            }
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Filters undone after the codec: byte unshuffle, bit unshuffle, XOR delta.
+//!
+//! `spec/filters.md` §2–4. Portable kernels live here; `crate::chunk::simd` holds the
+//! vectorized twins and picks one at run time.
+
+pub mod bitshuffle;
+pub mod delta;
+pub mod shuffle;

@@ -1,0 +1,532 @@
+//! L1: one Blosc1/Blosc2 chunk, `&[u8]` in, bytes out. No IO; threads only on request.
+//!
+//! Implements `spec/chunk.md` (§4 algorithm, §5 split streams, §6 stream forms, §7
+//! dictionaries, §8 VL-blocks, §9 special values) and `spec/filters.md` §7 (the pipeline).
+//!
+//! ```text
+//! chunk = header (16|32) | bstarts[nblocks] (i32, from chunk start) | [dsize + dict] | blocks
+//! block = 1 or typesize streams; stream = i32 csize + payload (raw, codec, zeros or a run)
+//! ```
+//!
+//! Entry points: [`Chunk::parse`], then [`Chunk::decode`], [`Chunk::decode_into`],
+//! [`Chunk::decode_blocks_into`] (random access) or [`Chunk::decode_into_parallel`].
+
+pub mod codec;
+mod error;
+pub mod filter;
+mod header;
+pub mod simd;
+
+pub use error::{ChunkError, ChunkResult};
+pub use header::{Codec, ChunkHeader, SpecialValue, compcode_name, filter_name};
+
+use std::cell::RefCell;
+use std::ops::Range;
+
+/// Budget for sizes read from untrusted headers (checked before any allocation).
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeLimits {
+    /// Largest uncompressed chunk accepted.
+    pub max_nbytes: u64,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        // Blosc chunks are at most i32::MAX bytes by construction; keep a 2 GiB ceiling.
+        DecodeLimits { max_nbytes: i32::MAX as u64 }
+    }
+}
+
+/// A parsed chunk whose tables have been checked against its bytes.
+#[derive(Debug, Clone)]
+pub struct Chunk<'a> {
+    header: ChunkHeader,
+    buf: &'a [u8],
+    dict: Option<&'a [u8]>,
+    codec: Option<Codec>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+fn read_i32(buf: &[u8], at: usize, what: &'static str) -> ChunkResult<i32> {
+    match buf.get(at..at + 4) {
+        Some(b) => Ok(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        None => Err(ChunkError::Truncated { what, at, need: 4, have: buf.len().saturating_sub(at) }),
+    }
+}
+
+impl<'a> Chunk<'a> {
+    /// Parses the header and checks the bstarts table and dictionary against the buffer.
+    /// `buf` may extend past the chunk; only `cbytes` bytes are used.
+    ///
+    /// # Errors
+    /// Any structural problem of the header, bstarts table or dictionary.
+    pub fn parse(buf: &'a [u8]) -> ChunkResult<Self> {
+        let header = ChunkHeader::parse(buf)?;
+        let buf = &buf[..header.cbytes];
+        let mut chunk = Chunk { header, buf, dict: None, codec: None };
+        let h = &chunk.header;
+        if h.nbytes == 0 || h.special() != SpecialValue::None {
+            return Ok(chunk);
+        }
+        if h.is_memcpyed() {
+            if h.cbytes != h.nbytes + h.header_len {
+                return Err(ChunkError::BadHeader {
+                    field: "cbytes",
+                    value: h.cbytes as i64,
+                    why: "a memcpyed chunk must hold exactly nbytes after its header",
+                });
+            }
+            return Ok(chunk);
+        }
+        let codec = h.codec()?;
+        for (slot, &f) in h.filters.iter().enumerate() {
+            match f {
+                0..=4 | 36 => {}
+                _ => {
+                    return Err(ChunkError::Unsupported(format!(
+                        "filter {} in pipeline slot {slot}",
+                        filter_name(f)
+                    )));
+                }
+            }
+        }
+        if h.is_vl_blocks() && h.filters.contains(&3) {
+            return Err(ChunkError::Unsupported("DELTA filter in a VL-block chunk".into()));
+        }
+        let nblocks = h.nblocks();
+        let table_end = nblocks
+            .checked_mul(4)
+            .and_then(|t| t.checked_add(h.header_len))
+            .filter(|&e| e <= h.cbytes)
+            .ok_or(ChunkError::Truncated {
+                what: "bstarts table",
+                at: h.header_len,
+                need: nblocks.saturating_mul(4),
+                have: h.cbytes - h.header_len,
+            })?;
+        let mut data_start = table_end;
+        if h.has_dict() {
+            if !matches!(codec, Codec::Zstd | Codec::Lz4) {
+                return Err(ChunkError::Unsupported(format!("dictionary with codec {}", codec.name())));
+            }
+            let dsize = read_i32(buf, table_end, "dictionary size")?;
+            if dsize <= 0 || dsize > 32768 {
+                return Err(ChunkError::BadHeader { field: "dsize", value: dsize.into(), why: "must be in 1..=32768" });
+            }
+            let d = buf.get(table_end + 4..table_end + 4 + dsize as usize).ok_or(ChunkError::Truncated {
+                what: "dictionary",
+                at: table_end + 4,
+                need: dsize as usize,
+                have: buf.len().saturating_sub(table_end + 4),
+            })?;
+            chunk.dict = Some(d);
+            data_start = table_end + 4 + dsize as usize;
+        }
+        for j in 0..nblocks {
+            let s = read_i32(buf, h.header_len + 4 * j, "bstarts entry")?;
+            if s < 0 || (s as usize) < data_start || s as usize >= h.cbytes {
+                return Err(ChunkError::BadBlock {
+                    block: j,
+                    at: h.header_len + 4 * j,
+                    why: format!("bstarts entry {s} outside the block data [{data_start}, {})", h.cbytes),
+                });
+            }
+        }
+        chunk.codec = Some(codec);
+        Ok(chunk)
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> &ChunkHeader {
+        &self.header
+    }
+
+    /// Uncompressed size.
+    pub fn nbytes(&self) -> usize {
+        self.header.nbytes
+    }
+
+    /// Number of blocks that can be decoded one by one (0 when the chunk is not block-structured).
+    pub fn nblocks(&self) -> usize {
+        self.header.nblocks()
+    }
+
+    /// True when decoding any block needs block 0 first (DELTA in the pipeline).
+    pub fn needs_reference_block(&self) -> bool {
+        self.header.filters.contains(&3)
+    }
+
+    /// Decodes the whole chunk into a new vector, after checking `nbytes` against `limits`.
+    ///
+    /// # Errors
+    /// `LimitExceeded` or any decoding error.
+    pub fn decode(&self, limits: &DecodeLimits) -> ChunkResult<Vec<u8>> {
+        if self.header.nbytes as u64 > limits.max_nbytes {
+            return Err(ChunkError::LimitExceeded { declared: self.header.nbytes as u64, limit: limits.max_nbytes });
+        }
+        let mut out = vec![0u8; self.header.nbytes];
+        self.decode_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Decodes the whole chunk into `out`, which must be exactly `nbytes` long.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a wrong `out` length, or any decoding error.
+    pub fn decode_into(&self, out: &mut [u8]) -> ChunkResult<()> {
+        let h = &self.header;
+        if out.len() != h.nbytes {
+            return Err(ChunkError::InvalidArgument(format!("output is {} bytes, chunk holds {}", out.len(), h.nbytes)));
+        }
+        if h.nbytes == 0 {
+            return Ok(());
+        }
+        match h.special() {
+            SpecialValue::None => {}
+            kind => return self.fill_special(kind, out),
+        }
+        if h.is_memcpyed() {
+            out.copy_from_slice(&self.buf[h.header_len..h.header_len + h.nbytes]);
+            return Ok(());
+        }
+        if h.is_vl_blocks() {
+            return self.decode_vl(out);
+        }
+        self.decode_blocks_into(0..self.nblocks(), out)
+    }
+
+    /// Decodes blocks `blocks` (a range of block indices) into `out`, which must be exactly
+    /// the bytes those blocks cover (`block_span`). Other blocks are not decompressed, except
+    /// block 0 when DELTA needs it as reference.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a bad range or length, or any decoding error.
+    pub fn decode_blocks_into(&self, blocks: Range<usize>, out: &mut [u8]) -> ChunkResult<()> {
+        let h = &self.header;
+        if h.is_vl_blocks() || h.special() != SpecialValue::None || h.is_memcpyed() {
+            // Not block-addressable: decode all, then copy the byte range.
+            let span = self.blocks_byte_range(blocks.clone())?;
+            if span.len() != out.len() {
+                return Err(ChunkError::InvalidArgument("output length does not match the blocks".into()));
+            }
+            let all = self.decode(&DecodeLimits::default())?;
+            out.copy_from_slice(&all[span]);
+            return Ok(());
+        }
+        let span = self.blocks_byte_range(blocks.clone())?;
+        if span.len() != out.len() {
+            return Err(ChunkError::InvalidArgument(format!(
+                "output is {} bytes, blocks {blocks:?} cover {}",
+                out.len(),
+                span.len()
+            )));
+        }
+        let reference = self.reference_block(blocks.start)?;
+        for j in blocks {
+            let (start, len) = h.block_span(j);
+            let dst = &mut out[start - span.start..start - span.start + len];
+            if j == 0 && reference.is_some() {
+                dst.copy_from_slice(&reference.as_deref().expect("checked is_some")[..len]);
+            } else {
+                self.decode_block(j, dst, reference.as_deref())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes the whole chunk into `out` using up to `threads` threads over its blocks.
+    ///
+    /// # Errors
+    /// As [`Chunk::decode_into`].
+    pub fn decode_into_parallel(&self, out: &mut [u8], threads: usize) -> ChunkResult<()> {
+        let nblocks = self.nblocks();
+        let h = &self.header;
+        if threads <= 1 || nblocks < 2 || h.is_vl_blocks() || out.len() != h.nbytes {
+            return self.decode_into(out);
+        }
+        let reference = self.reference_block(1)?;
+        let per = nblocks.div_ceil(threads);
+        let mut rest: &mut [u8] = out;
+        let mut jobs = Vec::new();
+        let mut j = 0;
+        while j < nblocks {
+            let end = (j + per).min(nblocks);
+            let bytes = self.blocks_byte_range(j..end)?.len();
+            let (mine, tail) = rest.split_at_mut(bytes);
+            rest = tail;
+            jobs.push((j..end, mine));
+            j = end;
+        }
+        let reference = reference.as_deref();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .into_iter()
+                .map(|(range, dst)| {
+                    scope.spawn(move || -> ChunkResult<()> {
+                        let base = self.header.block_span(range.start).0;
+                        for j in range {
+                            let (start, len) = self.header.block_span(j);
+                            let d = &mut dst[start - base..start - base + len];
+                            match (j, reference) {
+                                (0, Some(r)) => d.copy_from_slice(&r[..len]),
+                                _ => self.decode_block(j, d, reference)?,
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(ChunkError::InvalidArgument("decoder thread panicked".into()))))
+                .collect::<ChunkResult<Vec<()>>>()
+        })?;
+        Ok(())
+    }
+
+    /// Byte range of the uncompressed chunk covered by `blocks`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the range is empty-inverted or past the last block.
+    pub fn blocks_byte_range(&self, blocks: Range<usize>) -> ChunkResult<Range<usize>> {
+        let n = self.nblocks();
+        let h = &self.header;
+        if blocks.start > blocks.end || blocks.end > n.max(1) {
+            return Err(ChunkError::InvalidArgument(format!("blocks {blocks:?} out of 0..{n}")));
+        }
+        if n == 0 || h.is_vl_blocks() {
+            return Ok(0..h.nbytes);
+        }
+        if blocks.is_empty() {
+            return Ok(0..0);
+        }
+        let start = h.block_span(blocks.start).0;
+        let (ls, ll) = h.block_span(blocks.end - 1);
+        Ok(start..ls + ll)
+    }
+
+    /// Block 0 decoded, when DELTA needs it and `first` is not 0 or the caller wants it.
+    fn reference_block(&self, _first: usize) -> ChunkResult<Option<Vec<u8>>> {
+        if !self.needs_reference_block() || self.nblocks() == 0 {
+            return Ok(None);
+        }
+        let (_, len) = self.header.block_span(0);
+        let mut b0 = vec![0u8; len];
+        self.decode_block(0, &mut b0, None)?;
+        Ok(Some(b0))
+    }
+
+    fn fill_special(&self, kind: SpecialValue, out: &mut [u8]) -> ChunkResult<()> {
+        let h = &self.header;
+        match kind {
+            SpecialValue::Zeros | SpecialValue::Uninit | SpecialValue::None => out.fill(0),
+            SpecialValue::NaN => fill_nan(h.typesize as usize, out)?,
+            SpecialValue::Value => {
+                let value = &self.buf[32..];
+                if value.is_empty() || h.nbytes % value.len() != 0 {
+                    return Err(ChunkError::BadHeader {
+                        field: "cbytes",
+                        value: h.cbytes as i64,
+                        why: "repeated-value size must divide nbytes",
+                    });
+                }
+                for piece in out.chunks_exact_mut(value.len()) {
+                    piece.copy_from_slice(value);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn decode_vl(&self, out: &mut [u8]) -> ChunkResult<()> {
+        let h = &self.header;
+        let codec = self.codec.expect("parse sets the codec of block chunks");
+        let n = h.nblocks();
+        let mut written = 0usize;
+        for j in 0..n {
+            let start = read_i32(self.buf, h.header_len + 4 * j, "bstarts entry")? as usize;
+            let end = if j + 1 < n { read_i32(self.buf, h.header_len + 4 * (j + 1), "bstarts entry")? as usize } else { h.cbytes };
+            if end < start + 4 || end > h.cbytes {
+                return Err(ChunkError::BadBlock { block: j, at: start, why: format!("VL block ends at {end}") });
+            }
+            let ublock = read_i32(self.buf, start, "VL block size")?;
+            if ublock <= 0 || ublock as usize > h.nbytes - written {
+                return Err(ChunkError::BadBlock {
+                    block: j,
+                    at: start,
+                    why: format!("VL block size {ublock} exceeds the {} bytes left", h.nbytes - written),
+                });
+            }
+            let ublock = ublock as usize;
+            let payload = &self.buf[start + 4..end];
+            let dst = &mut out[written..written + ublock];
+            self.run_pipeline(j, dst, None, |raw: &mut [u8]| {
+                if payload.len() == ublock {
+                    raw.copy_from_slice(payload);
+                    Ok(())
+                } else {
+                    codec::decompress_stream(codec, payload, raw, self.dict).map_err(|why| ChunkError::Codec {
+                        block: j,
+                        at: start + 4,
+                        codec: codec.name(),
+                        why,
+                    })
+                }
+            })?;
+            written += ublock;
+        }
+        if written != h.nbytes {
+            return Err(ChunkError::BadBlock { block: n, at: h.cbytes, why: format!("VL blocks hold {written} bytes, nbytes is {}", h.nbytes) });
+        }
+        Ok(())
+    }
+
+    /// Decodes block `j` (regular chunk) into `dst` (its exact size).
+    fn decode_block(&self, j: usize, dst: &mut [u8], reference: Option<&[u8]>) -> ChunkResult<()> {
+        self.run_pipeline(j, dst, reference, |raw| self.decode_streams(j, raw))
+    }
+
+    /// Fills a block with its streams (`fill`), then undoes the filters slot 5 → 0.
+    fn run_pipeline(
+        &self,
+        j: usize,
+        dst: &mut [u8],
+        reference: Option<&[u8]>,
+        fill: impl FnOnce(&mut [u8]) -> ChunkResult<()>,
+    ) -> ChunkResult<()> {
+        let h = &self.header;
+        let ops: Vec<u8> = h.filters.iter().rev().copied().filter(|f| matches!(f, 1..=3)).collect();
+        let ts = h.typesize as usize;
+        if ops.is_empty() {
+            return fill(dst);
+        }
+        SCRATCH.with(|cell| {
+            let mut guard = cell.borrow_mut();
+            let (a, b) = &mut *guard;
+            a.resize(dst.len(), 0);
+            b.resize(dst.len(), 0);
+            let (mut cur, mut other): (&mut [u8], &mut [u8]) = (&mut a[..dst.len()], &mut b[..dst.len()]);
+            fill(cur)?;
+            for (slot_from_top, f) in h.filters.iter().rev().enumerate() {
+                let slot = 5 - slot_from_top;
+                match *f {
+                    1 => {
+                        if h.version <= 2 && ts == 1 {
+                            continue;
+                        }
+                        let group = match h.filters_meta[slot] {
+                            0 => ts,
+                            g => g as usize,
+                        };
+                        filter::shuffle::unshuffle(group, cur, other);
+                        std::mem::swap(&mut cur, &mut other);
+                    }
+                    2 => {
+                        if h.version <= 2 && cur.len() < ts {
+                            continue;
+                        }
+                        filter::bitshuffle::bitunshuffle(ts, h.version <= 2, cur, other);
+                        std::mem::swap(&mut cur, &mut other);
+                    }
+                    3 => match (j, reference) {
+                        (0, _) => filter::delta::undelta_block0(ts, cur),
+                        (_, Some(r)) => filter::delta::undelta_other(ts, cur, r),
+                        (_, None) => {
+                            return Err(ChunkError::InvalidArgument("DELTA needs the decoded block 0".into()));
+                        }
+                    },
+                    _ => {}
+                }
+            }
+            dst.copy_from_slice(cur);
+            Ok(())
+        })
+    }
+
+    /// Concatenates the streams of block `j` into `raw` (`spec/chunk.md` §5–6).
+    fn decode_streams(&self, j: usize, raw: &mut [u8]) -> ChunkResult<()> {
+        let h = &self.header;
+        let codec = self.codec.expect("parse sets the codec of block chunks");
+        let bsize = raw.len();
+        let leftover = j + 1 == h.nblocks() && h.nbytes % h.blocksize != 0;
+        let ns = h.nstreams(bsize, leftover);
+        if bsize % ns != 0 {
+            return Err(ChunkError::BadBlock {
+                block: j,
+                at: 0,
+                why: format!("block of {bsize} bytes cannot be split into {ns} streams"),
+            });
+        }
+        let neblock = bsize / ns;
+        let mut pos = read_i32(self.buf, h.header_len + 4 * j, "bstarts entry")? as usize;
+        for s in 0..ns {
+            let csize = read_i32(self.buf, pos, "stream size")?;
+            let at = pos;
+            pos += 4;
+            let out = &mut raw[s * neblock..(s + 1) * neblock];
+            if csize <= 0 && !h.is_extended() {
+                return Err(ChunkError::BadBlock { block: j, at, why: format!("stream size {csize} in a Blosc1 chunk") });
+            }
+            if csize == 0 {
+                out.fill(0);
+            } else if csize < 0 {
+                let token = *self.buf.get(pos).ok_or(ChunkError::Truncated { what: "run token", at: pos, need: 1, have: 0 })?;
+                pos += 1;
+                if token & 1 == 0 || token & !1 != 0 || csize < -255 {
+                    return Err(ChunkError::BadBlock { block: j, at, why: format!("invalid run stream (csize {csize}, token {token:#x})") });
+                }
+                out.fill((-csize) as u8);
+            } else {
+                let csize = csize as usize;
+                let src = self.buf.get(pos..pos + csize).ok_or(ChunkError::Truncated {
+                    what: "stream payload",
+                    at: pos,
+                    need: csize,
+                    have: self.buf.len().saturating_sub(pos),
+                })?;
+                if csize == neblock {
+                    out.copy_from_slice(src);
+                } else {
+                    codec::decompress_stream(codec, src, out, self.dict).map_err(|why| ChunkError::Codec {
+                        block: j,
+                        at,
+                        codec: codec.name(),
+                        why,
+                    })?;
+                }
+                pos += csize;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Fills `out` with quiet NaNs of `typesize` 4 or 8 (`spec/chunk.md` §9).
+///
+/// # Errors
+/// Other typesizes, or a length that is not a multiple of the typesize.
+pub fn fill_nan(typesize: usize, out: &mut [u8]) -> ChunkResult<()> {
+    let pattern: &[u8] = match typesize {
+        4 => &[0, 0, 0xC0, 0x7F],
+        8 => &[0, 0, 0, 0, 0, 0, 0xF8, 0x7F],
+        t => return Err(ChunkError::BadHeader { field: "typesize", value: t as i64, why: "NaN chunks need typesize 4 or 8" }),
+    };
+    if out.len() % typesize != 0 {
+        return Err(ChunkError::BadHeader { field: "nbytes", value: out.len() as i64, why: "not a multiple of typesize" });
+    }
+    for piece in out.chunks_exact_mut(typesize) {
+        piece.copy_from_slice(pattern);
+    }
+    Ok(())
+}
+
+/// Decodes a complete chunk held in `buf` with default limits.
+///
+/// # Errors
+/// Any parsing or decoding error.
+pub fn decode_chunk(buf: &[u8]) -> ChunkResult<Vec<u8>> {
+    Chunk::parse(buf)?.decode(&DecodeLimits::default())
+}

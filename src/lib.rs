@@ -1,0 +1,3 @@
+//! placeholder
+#![deny(unsafe_code)]
+pub mod chunk;

@@ -1,0 +1,4 @@
+//! The one integration-test binary (STYLE.md §6): modules per area.
+
+mod chunk_compat;
+mod util;
