@@ -145,14 +145,24 @@ impl ChunkHeader {
     /// values the format forbids; `Unsupported` for lazy or instrumented chunks.
     pub fn parse(buf: &[u8]) -> ChunkResult<Self> {
         if buf.len() < 16 {
-            return Err(ChunkError::Truncated { what: "chunk header", at: 0, need: 16, have: buf.len() });
+            return Err(ChunkError::Truncated {
+                what: "chunk header",
+                at: 0,
+                need: 16,
+                have: buf.len(),
+            });
         }
         let version = buf[0];
         let flags = buf[2];
         let extended = flags & 0x05 == 0x05;
         let header_len = if extended { 32 } else { 16 };
         if buf.len() < header_len {
-            return Err(ChunkError::Truncated { what: "extended chunk header", at: 0, need: 32, have: buf.len() });
+            return Err(ChunkError::Truncated {
+                what: "extended chunk header",
+                at: 0,
+                need: 32,
+                have: buf.len(),
+            });
         }
         if version == 0 || version > 6 {
             return Err(bad("version", version.into(), "known versions are 1..=6"));
@@ -167,7 +177,12 @@ impl ChunkHeader {
             return Err(bad("cbytes", cbytes.into(), "smaller than the header"));
         }
         if cbytes as usize > buf.len() {
-            return Err(ChunkError::Truncated { what: "chunk (cbytes)", at: 0, need: cbytes as usize, have: buf.len() });
+            return Err(ChunkError::Truncated {
+                what: "chunk (cbytes)",
+                at: 0,
+                need: cbytes as usize,
+                have: buf.len(),
+            });
         }
         let typesize = buf[3];
         let mut h = ChunkHeader {
@@ -197,16 +212,28 @@ impl ChunkHeader {
                 h.filters_meta[5] = 0;
             }
             if h.blosc2_flags2 & !1 != 0 {
-                return Err(bad("blosc2_flags2", h.blosc2_flags2.into(), "reserved bits set"));
+                return Err(bad(
+                    "blosc2_flags2",
+                    h.blosc2_flags2.into(),
+                    "reserved bits set",
+                ));
             }
             if h.blosc2_flags & 0x08 != 0 {
-                return Err(ChunkError::Unsupported("lazy chunk (blosc2_flags bit 3): not self-contained".into()));
+                return Err(ChunkError::Unsupported(
+                    "lazy chunk (blosc2_flags bit 3): not self-contained".into(),
+                ));
             }
             if h.blosc2_flags & 0x80 != 0 {
-                return Err(ChunkError::Unsupported("instrumented chunk (blosc2_flags bit 7)".into()));
+                return Err(ChunkError::Unsupported(
+                    "instrumented chunk (blosc2_flags bit 7)".into(),
+                ));
             }
             if (h.blosc2_flags >> 4) & 7 > 4 {
-                return Err(bad("blosc2_flags", h.blosc2_flags.into(), "special-value kind 5..7 is invalid"));
+                return Err(bad(
+                    "blosc2_flags",
+                    h.blosc2_flags.into(),
+                    "special-value kind 5..7 is invalid",
+                ));
             }
         } else {
             // Blosc1 pipeline implied by the flags (filters.md §1).
@@ -222,12 +249,20 @@ impl ChunkHeader {
         }
         if h.is_vl_blocks() {
             if blocksize <= 0 {
-                return Err(bad("blocksize", blocksize.into(), "VL-block chunks need at least one block"));
+                return Err(bad(
+                    "blocksize",
+                    blocksize.into(),
+                    "VL-block chunks need at least one block",
+                ));
             }
             h.blocksize = blocksize as usize;
         } else if h.special() == SpecialValue::None && !h.is_memcpyed() && nbytes > 0 {
             if blocksize <= 0 || blocksize > MAX_BLOCKSIZE {
-                return Err(bad("blocksize", blocksize.into(), "must be in 1..=536866816"));
+                return Err(bad(
+                    "blocksize",
+                    blocksize.into(),
+                    "must be in 1..=536866816",
+                ));
             }
             h.blocksize = (blocksize as usize).min(h.nbytes);
         } else {
@@ -296,7 +331,9 @@ impl ChunkHeader {
                     compcode_name(other)
                 ))),
             },
-            other => Err(ChunkError::Unsupported(format!("codec format code {other} (reserved)"))),
+            other => Err(ChunkError::Unsupported(format!(
+                "codec format code {other} (reserved)"
+            ))),
         }
     }
 
@@ -338,11 +375,16 @@ mod tests {
     #[test]
     fn parses_the_spec_blosclz_example() {
         // spec/chunk.md §12.1, header only (cbytes patched to the header + bstarts length).
-        let mut b = vec![0x05, 0x01, 0x15, 0x01, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 36, 0, 0, 0];
+        let mut b = vec![
+            0x05, 0x01, 0x15, 0x01, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 36, 0, 0, 0,
+        ];
         b.extend_from_slice(&[0; 16]);
         b.extend_from_slice(&[36, 0, 0, 0]);
         let h = ChunkHeader::parse(&b).unwrap();
-        assert_eq!((h.header_len, h.nbytes, h.blocksize, h.cbytes), (32, 128, 128, 36));
+        assert_eq!(
+            (h.header_len, h.nbytes, h.blocksize, h.cbytes),
+            (32, 128, 128, 36)
+        );
         assert_eq!(h.codec().unwrap(), Codec::BloscLz);
         assert!(h.dont_split());
         assert_eq!(h.nblocks(), 1);
@@ -351,6 +393,9 @@ mod tests {
     #[test]
     fn rejects_cbytes_past_buffer() {
         let b = [2u8, 1, 0x21, 4, 100, 0, 0, 0, 100, 0, 0, 0, 200, 0, 0, 0];
-        assert!(matches!(ChunkHeader::parse(&b), Err(ChunkError::Truncated { .. })));
+        assert!(matches!(
+            ChunkHeader::parse(&b),
+            Err(ChunkError::Truncated { .. })
+        ));
     }
 }

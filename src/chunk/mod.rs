@@ -18,7 +18,7 @@ mod header;
 pub mod simd;
 
 pub use error::{ChunkError, ChunkResult};
-pub use header::{Codec, ChunkHeader, SpecialValue, compcode_name, filter_name};
+pub use header::{ChunkHeader, Codec, SpecialValue, compcode_name, filter_name};
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -33,7 +33,9 @@ pub struct DecodeLimits {
 impl Default for DecodeLimits {
     fn default() -> Self {
         // Blosc chunks are at most i32::MAX bytes by construction; keep a 2 GiB ceiling.
-        DecodeLimits { max_nbytes: i32::MAX as u64 }
+        DecodeLimits {
+            max_nbytes: i32::MAX as u64,
+        }
     }
 }
 
@@ -53,7 +55,12 @@ thread_local! {
 fn read_i32(buf: &[u8], at: usize, what: &'static str) -> ChunkResult<i32> {
     match buf.get(at..at + 4) {
         Some(b) => Ok(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        None => Err(ChunkError::Truncated { what, at, need: 4, have: buf.len().saturating_sub(at) }),
+        None => Err(ChunkError::Truncated {
+            what,
+            at,
+            need: 4,
+            have: buf.len().saturating_sub(at),
+        }),
     }
 }
 
@@ -66,7 +73,12 @@ impl<'a> Chunk<'a> {
     pub fn parse(buf: &'a [u8]) -> ChunkResult<Self> {
         let header = ChunkHeader::parse(buf)?;
         let buf = &buf[..header.cbytes];
-        let mut chunk = Chunk { header, buf, dict: None, codec: None };
+        let mut chunk = Chunk {
+            header,
+            buf,
+            dict: None,
+            codec: None,
+        };
         let h = &chunk.header;
         if h.nbytes == 0 || h.special() != SpecialValue::None {
             return Ok(chunk);
@@ -94,7 +106,9 @@ impl<'a> Chunk<'a> {
             }
         }
         if h.is_vl_blocks() && h.filters.contains(&3) {
-            return Err(ChunkError::Unsupported("DELTA filter in a VL-block chunk".into()));
+            return Err(ChunkError::Unsupported(
+                "DELTA filter in a VL-block chunk".into(),
+            ));
         }
         let nblocks = h.nblocks();
         let table_end = nblocks
@@ -110,18 +124,27 @@ impl<'a> Chunk<'a> {
         let mut data_start = table_end;
         if h.has_dict() {
             if !matches!(codec, Codec::Zstd | Codec::Lz4) {
-                return Err(ChunkError::Unsupported(format!("dictionary with codec {}", codec.name())));
+                return Err(ChunkError::Unsupported(format!(
+                    "dictionary with codec {}",
+                    codec.name()
+                )));
             }
             let dsize = read_i32(buf, table_end, "dictionary size")?;
             if dsize <= 0 || dsize > 32768 {
-                return Err(ChunkError::BadHeader { field: "dsize", value: dsize.into(), why: "must be in 1..=32768" });
+                return Err(ChunkError::BadHeader {
+                    field: "dsize",
+                    value: dsize.into(),
+                    why: "must be in 1..=32768",
+                });
             }
-            let d = buf.get(table_end + 4..table_end + 4 + dsize as usize).ok_or(ChunkError::Truncated {
-                what: "dictionary",
-                at: table_end + 4,
-                need: dsize as usize,
-                have: buf.len().saturating_sub(table_end + 4),
-            })?;
+            let d = buf
+                .get(table_end + 4..table_end + 4 + dsize as usize)
+                .ok_or(ChunkError::Truncated {
+                    what: "dictionary",
+                    at: table_end + 4,
+                    need: dsize as usize,
+                    have: buf.len().saturating_sub(table_end + 4),
+                })?;
             chunk.dict = Some(d);
             data_start = table_end + 4 + dsize as usize;
         }
@@ -131,7 +154,10 @@ impl<'a> Chunk<'a> {
                 return Err(ChunkError::BadBlock {
                     block: j,
                     at: h.header_len + 4 * j,
-                    why: format!("bstarts entry {s} outside the block data [{data_start}, {})", h.cbytes),
+                    why: format!(
+                        "bstarts entry {s} outside the block data [{data_start}, {})",
+                        h.cbytes
+                    ),
                 });
             }
         }
@@ -165,7 +191,10 @@ impl<'a> Chunk<'a> {
     /// `LimitExceeded` or any decoding error.
     pub fn decode(&self, limits: &DecodeLimits) -> ChunkResult<Vec<u8>> {
         if self.header.nbytes as u64 > limits.max_nbytes {
-            return Err(ChunkError::LimitExceeded { declared: self.header.nbytes as u64, limit: limits.max_nbytes });
+            return Err(ChunkError::LimitExceeded {
+                declared: self.header.nbytes as u64,
+                limit: limits.max_nbytes,
+            });
         }
         let mut out = vec![0u8; self.header.nbytes];
         self.decode_into(&mut out)?;
@@ -179,7 +208,11 @@ impl<'a> Chunk<'a> {
     pub fn decode_into(&self, out: &mut [u8]) -> ChunkResult<()> {
         let h = &self.header;
         if out.len() != h.nbytes {
-            return Err(ChunkError::InvalidArgument(format!("output is {} bytes, chunk holds {}", out.len(), h.nbytes)));
+            return Err(ChunkError::InvalidArgument(format!(
+                "output is {} bytes, chunk holds {}",
+                out.len(),
+                h.nbytes
+            )));
         }
         if h.nbytes == 0 {
             return Ok(());
@@ -210,7 +243,9 @@ impl<'a> Chunk<'a> {
             // Not block-addressable: decode all, then copy the byte range.
             let span = self.blocks_byte_range(blocks.clone())?;
             if span.len() != out.len() {
-                return Err(ChunkError::InvalidArgument("output length does not match the blocks".into()));
+                return Err(ChunkError::InvalidArgument(
+                    "output length does not match the blocks".into(),
+                ));
             }
             let all = self.decode(&DecodeLimits::default())?;
             out.copy_from_slice(&all[span]);
@@ -281,7 +316,13 @@ impl<'a> Chunk<'a> {
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(ChunkError::InvalidArgument("decoder thread panicked".into()))))
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(ChunkError::InvalidArgument(
+                            "decoder thread panicked".into(),
+                        ))
+                    })
+                })
                 .collect::<ChunkResult<Vec<()>>>()
         })?;
         Ok(())
@@ -295,7 +336,9 @@ impl<'a> Chunk<'a> {
         let n = self.nblocks();
         let h = &self.header;
         if blocks.start > blocks.end || blocks.end > n.max(1) {
-            return Err(ChunkError::InvalidArgument(format!("blocks {blocks:?} out of 0..{n}")));
+            return Err(ChunkError::InvalidArgument(format!(
+                "blocks {blocks:?} out of 0..{n}"
+            )));
         }
         if n == 0 || h.is_vl_blocks() {
             return Ok(0..h.nbytes);
@@ -348,16 +391,27 @@ impl<'a> Chunk<'a> {
         let mut written = 0usize;
         for j in 0..n {
             let start = read_i32(self.buf, h.header_len + 4 * j, "bstarts entry")? as usize;
-            let end = if j + 1 < n { read_i32(self.buf, h.header_len + 4 * (j + 1), "bstarts entry")? as usize } else { h.cbytes };
+            let end = if j + 1 < n {
+                read_i32(self.buf, h.header_len + 4 * (j + 1), "bstarts entry")? as usize
+            } else {
+                h.cbytes
+            };
             if end < start + 4 || end > h.cbytes {
-                return Err(ChunkError::BadBlock { block: j, at: start, why: format!("VL block ends at {end}") });
+                return Err(ChunkError::BadBlock {
+                    block: j,
+                    at: start,
+                    why: format!("VL block ends at {end}"),
+                });
             }
             let ublock = read_i32(self.buf, start, "VL block size")?;
             if ublock <= 0 || ublock as usize > h.nbytes - written {
                 return Err(ChunkError::BadBlock {
                     block: j,
                     at: start,
-                    why: format!("VL block size {ublock} exceeds the {} bytes left", h.nbytes - written),
+                    why: format!(
+                        "VL block size {ublock} exceeds the {} bytes left",
+                        h.nbytes - written
+                    ),
                 });
             }
             let ublock = ublock as usize;
@@ -368,18 +422,24 @@ impl<'a> Chunk<'a> {
                     raw.copy_from_slice(payload);
                     Ok(())
                 } else {
-                    codec::decompress_stream(codec, payload, raw, self.dict).map_err(|why| ChunkError::Codec {
-                        block: j,
-                        at: start + 4,
-                        codec: codec.name(),
-                        why,
+                    codec::decompress_stream(codec, payload, raw, self.dict).map_err(|why| {
+                        ChunkError::Codec {
+                            block: j,
+                            at: start + 4,
+                            codec: codec.name(),
+                            why,
+                        }
                     })
                 }
             })?;
             written += ublock;
         }
         if written != h.nbytes {
-            return Err(ChunkError::BadBlock { block: n, at: h.cbytes, why: format!("VL blocks hold {written} bytes, nbytes is {}", h.nbytes) });
+            return Err(ChunkError::BadBlock {
+                block: n,
+                at: h.cbytes,
+                why: format!("VL blocks hold {written} bytes, nbytes is {}", h.nbytes),
+            });
         }
         Ok(())
     }
@@ -398,7 +458,13 @@ impl<'a> Chunk<'a> {
         fill: impl FnOnce(&mut [u8]) -> ChunkResult<()>,
     ) -> ChunkResult<()> {
         let h = &self.header;
-        let ops: Vec<u8> = h.filters.iter().rev().copied().filter(|f| matches!(f, 1..=3)).collect();
+        let ops: Vec<u8> = h
+            .filters
+            .iter()
+            .rev()
+            .copied()
+            .filter(|f| matches!(f, 1..=3))
+            .collect();
         let ts = h.typesize as usize;
         if ops.is_empty() {
             return fill(dst);
@@ -408,7 +474,8 @@ impl<'a> Chunk<'a> {
             let (a, b) = &mut *guard;
             a.resize(dst.len(), 0);
             b.resize(dst.len(), 0);
-            let (mut cur, mut other): (&mut [u8], &mut [u8]) = (&mut a[..dst.len()], &mut b[..dst.len()]);
+            let (mut cur, mut other): (&mut [u8], &mut [u8]) =
+                (&mut a[..dst.len()], &mut b[..dst.len()]);
             fill(cur)?;
             for (slot_from_top, f) in h.filters.iter().rev().enumerate() {
                 let slot = 5 - slot_from_top;
@@ -435,7 +502,9 @@ impl<'a> Chunk<'a> {
                         (0, _) => filter::delta::undelta_block0(ts, cur),
                         (_, Some(r)) => filter::delta::undelta_other(ts, cur, r),
                         (_, None) => {
-                            return Err(ChunkError::InvalidArgument("DELTA needs the decoded block 0".into()));
+                            return Err(ChunkError::InvalidArgument(
+                                "DELTA needs the decoded block 0".into(),
+                            ));
                         }
                     },
                     _ => {}
@@ -468,33 +537,51 @@ impl<'a> Chunk<'a> {
             pos += 4;
             let out = &mut raw[s * neblock..(s + 1) * neblock];
             if csize <= 0 && !h.is_extended() {
-                return Err(ChunkError::BadBlock { block: j, at, why: format!("stream size {csize} in a Blosc1 chunk") });
+                return Err(ChunkError::BadBlock {
+                    block: j,
+                    at,
+                    why: format!("stream size {csize} in a Blosc1 chunk"),
+                });
             }
             if csize == 0 {
                 out.fill(0);
             } else if csize < 0 {
-                let token = *self.buf.get(pos).ok_or(ChunkError::Truncated { what: "run token", at: pos, need: 1, have: 0 })?;
+                let token = *self.buf.get(pos).ok_or(ChunkError::Truncated {
+                    what: "run token",
+                    at: pos,
+                    need: 1,
+                    have: 0,
+                })?;
                 pos += 1;
                 if token & 1 == 0 || token & !1 != 0 || csize < -255 {
-                    return Err(ChunkError::BadBlock { block: j, at, why: format!("invalid run stream (csize {csize}, token {token:#x})") });
+                    return Err(ChunkError::BadBlock {
+                        block: j,
+                        at,
+                        why: format!("invalid run stream (csize {csize}, token {token:#x})"),
+                    });
                 }
                 out.fill((-csize) as u8);
             } else {
                 let csize = csize as usize;
-                let src = self.buf.get(pos..pos + csize).ok_or(ChunkError::Truncated {
-                    what: "stream payload",
-                    at: pos,
-                    need: csize,
-                    have: self.buf.len().saturating_sub(pos),
-                })?;
+                let src = self
+                    .buf
+                    .get(pos..pos + csize)
+                    .ok_or(ChunkError::Truncated {
+                        what: "stream payload",
+                        at: pos,
+                        need: csize,
+                        have: self.buf.len().saturating_sub(pos),
+                    })?;
                 if csize == neblock {
                     out.copy_from_slice(src);
                 } else {
-                    codec::decompress_stream(codec, src, out, self.dict).map_err(|why| ChunkError::Codec {
-                        block: j,
-                        at,
-                        codec: codec.name(),
-                        why,
+                    codec::decompress_stream(codec, src, out, self.dict).map_err(|why| {
+                        ChunkError::Codec {
+                            block: j,
+                            at,
+                            codec: codec.name(),
+                            why,
+                        }
                     })?;
                 }
                 pos += csize;
@@ -512,10 +599,20 @@ pub fn fill_nan(typesize: usize, out: &mut [u8]) -> ChunkResult<()> {
     let pattern: &[u8] = match typesize {
         4 => &[0, 0, 0xC0, 0x7F],
         8 => &[0, 0, 0, 0, 0, 0, 0xF8, 0x7F],
-        t => return Err(ChunkError::BadHeader { field: "typesize", value: t as i64, why: "NaN chunks need typesize 4 or 8" }),
+        t => {
+            return Err(ChunkError::BadHeader {
+                field: "typesize",
+                value: t as i64,
+                why: "NaN chunks need typesize 4 or 8",
+            });
+        }
     };
     if out.len() % typesize != 0 {
-        return Err(ChunkError::BadHeader { field: "nbytes", value: out.len() as i64, why: "not a multiple of typesize" });
+        return Err(ChunkError::BadHeader {
+            field: "nbytes",
+            value: out.len() as i64,
+            why: "not a multiple of typesize",
+        });
     }
     for piece in out.chunks_exact_mut(typesize) {
         piece.copy_from_slice(pattern);

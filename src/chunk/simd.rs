@@ -11,7 +11,10 @@ use std::sync::OnceLock;
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
-        !matches!(std::env::var("DATAFUSION_BLOSC2_SIMD").as_deref(), Ok("off") | Ok("0") | Ok("false"))
+        !matches!(
+            std::env::var("DATAFUSION_BLOSC2_SIMD").as_deref(),
+            Ok("off") | Ok("0") | Ok("false")
+        )
     })
 }
 

@@ -41,20 +41,40 @@ fn raw_chunks_all_versions_and_codecs() {
 #[test]
 fn bitshuffle_chunks_with_partial_element_groups() {
     let cases = [
-        ("blosc-1.17.1-lz4-bitshuffle4-memcpy.cdata", 641_092, Some("395a955b701fde14")),
-        ("blosc-2.0.0-lz4-bitshuffle4-memcpy.cdata", 641_092, Some("395a955b701fde14")),
-        ("blosc-2.0.0-lz4-bitshuffle8-nomemcpy.cdata", 641_092, Some("395a955b701fde14")),
+        (
+            "blosc-1.17.1-lz4-bitshuffle4-memcpy.cdata",
+            641_092,
+            Some("395a955b701fde14"),
+        ),
+        (
+            "blosc-2.0.0-lz4-bitshuffle4-memcpy.cdata",
+            641_092,
+            Some("395a955b701fde14"),
+        ),
+        (
+            "blosc-2.0.0-lz4-bitshuffle8-nomemcpy.cdata",
+            641_092,
+            Some("395a955b701fde14"),
+        ),
         // python-blosc2 4.14.1 decodes this one to the same bytes (junk zeros in the tail).
-        ("blosc-1.17.1-lz4-bitshuffle8-nomemcpy.cdata", 641_092, Some("cbdfc6dbf09122e3")),
+        (
+            "blosc-1.17.1-lz4-bitshuffle8-nomemcpy.cdata",
+            641_092,
+            Some("cbdfc6dbf09122e3"),
+        ),
         ("blosc-1.18.0-lz4-bitshuffle4-memcpy.cdata", 641_091, None),
         ("blosc-1.18.0-lz4-bitshuffle8-nomemcpy.cdata", 641_091, None),
     ];
     let prefix = int32_range(160_272);
     for (name, len, sha) in cases {
         let buf = std::fs::read(c_blosc2("compat").join(name)).unwrap();
-        let out = datafusion_blosc2::chunk::decode_chunk(&buf).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out =
+            datafusion_blosc2::chunk::decode_chunk(&buf).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(out.len(), len, "{name}");
-        assert!(out[..641_088] == prefix[..], "{name}: aligned prefix differs");
+        assert!(
+            out[..641_088] == prefix[..],
+            "{name}: aligned prefix differs"
+        );
         if let Some(sha) = sha {
             assert_eq!(sha256_16(&out), sha, "{name}");
         }

@@ -1,4 +1,5 @@
 //! The one integration-test binary (STYLE.md §6): modules per area.
 
 mod chunk_compat;
+mod chunk_fixtures;
 mod util;

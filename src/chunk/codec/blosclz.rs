@@ -20,7 +20,14 @@ pub struct BloscLzError {
 pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
     let n = out.len();
     if src.is_empty() {
-        return if n == 0 { Ok(()) } else { Err(BloscLzError { at: 0, why: "empty stream" }) };
+        return if n == 0 {
+            Ok(())
+        } else {
+            Err(BloscLzError {
+                at: 0,
+                why: "empty stream",
+            })
+        };
     }
     let err = |at, why| Err(BloscLzError { at, why });
     let mut ip = 1usize;
@@ -33,7 +40,9 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
             let mut len = lcode + 2;
             if lcode == 7 {
                 loop {
-                    let Some(&b) = src.get(ip) else { return err(ip, "match length runs past the input") };
+                    let Some(&b) = src.get(ip) else {
+                        return err(ip, "match length runs past the input");
+                    };
                     ip += 1;
                     len += b as usize;
                     if b != 255 {
@@ -41,7 +50,9 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
                     }
                 }
             }
-            let Some(&lo) = src.get(ip) else { return err(ip, "match distance runs past the input") };
+            let Some(&lo) = src.get(ip) else {
+                return err(ip, "match distance runs past the input");
+            };
             ip += 1;
             let dist = if lo == 255 && hi == 31 {
                 let (Some(&d0), Some(&d1)) = (src.get(ip), src.get(ip + 1)) else {
@@ -105,7 +116,9 @@ mod tests {
     #[test]
     fn spec_example_blosc_repeated() {
         // spec/codecs.md §3.5 first example.
-        let mut src = vec![0x24, b'B', b'l', b'o', b's', b'c', 0xE0, 0x55, 0x04, 0x1C, b'c'];
+        let mut src = vec![
+            0x24, b'B', b'l', b'o', b's', b'c', 0xE0, 0x55, 0x04, 0x1C, b'c',
+        ];
         src.extend(0u8..0x1C);
         let mut out = vec![0u8; 128];
         decompress_into(&src, &mut out).unwrap();

@@ -13,13 +13,19 @@ use std::cell::RefCell;
 ///
 /// # Errors
 /// A message saying what the codec reported.
-pub fn decompress_stream(codec: Codec, src: &[u8], out: &mut [u8], dict: Option<&[u8]>) -> Result<(), String> {
+pub fn decompress_stream(
+    codec: Codec,
+    src: &[u8],
+    out: &mut [u8],
+    dict: Option<&[u8]>,
+) -> Result<(), String> {
     match codec {
         Codec::BloscLz => {
             if dict.is_some() {
                 return Err("blosclz does not use dictionaries".into());
             }
-            blosclz::decompress_into(src, out).map_err(|e| format!("{} (input offset {})", e.why, e.at))
+            blosclz::decompress_into(src, out)
+                .map_err(|e| format!("{} (input offset {})", e.why, e.at))
         }
         Codec::Lz4 => {
             let n = match dict {
@@ -38,7 +44,11 @@ pub fn decompress_stream(codec: Codec, src: &[u8], out: &mut [u8], dict: Option<
                 .decompress(src, out, flate2::FlushDecompress::Finish)
                 .map_err(|e| e.to_string())?;
             if z.total_out() as usize != out.len() || status != flate2::Status::StreamEnd {
-                return Err(format!("produced {} bytes, expected {}", z.total_out(), out.len()));
+                return Err(format!(
+                    "produced {} bytes, expected {}",
+                    z.total_out(),
+                    out.len()
+                ));
             }
             Ok(())
         }
@@ -54,7 +64,8 @@ thread_local! {
 fn zstd_decompress(src: &[u8], out: &mut [u8], dict: Option<&[u8]>) -> Result<(), String> {
     let n = if let Some(d) = dict {
         let mut dec = zstd::bulk::Decompressor::with_dictionary(d).map_err(|e| e.to_string())?;
-        dec.decompress_to_buffer(src, out).map_err(|e| e.to_string())?
+        dec.decompress_to_buffer(src, out)
+            .map_err(|e| e.to_string())?
     } else {
         ZSTD_CTX.with(|cell| -> Result<usize, String> {
             let mut slot = cell.borrow_mut();
@@ -62,7 +73,8 @@ fn zstd_decompress(src: &[u8], out: &mut [u8], dict: Option<&[u8]>) -> Result<()
                 *slot = Some(zstd::bulk::Decompressor::new().map_err(|e| e.to_string())?);
             }
             let dec = slot.as_mut().expect("zstd context was just created");
-            dec.decompress_to_buffer(src, out).map_err(|e| e.to_string())
+            dec.decompress_to_buffer(src, out)
+                .map_err(|e| e.to_string())
         })?
     };
     if n != out.len() {

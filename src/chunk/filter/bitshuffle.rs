@@ -39,7 +39,8 @@ pub fn bitunshuffle(s: usize, blosc1: bool, src: &[u8], dst: &mut [u8]) {
 pub fn bitunshuffle_portable(s: usize, m: usize, src: &[u8], dst: &mut [u8]) {
     let rowlen = m / 8;
     for j in 0..s {
-        let rows: [&[u8]; 8] = std::array::from_fn(|b| &src[(8 * j + b) * rowlen..(8 * j + b + 1) * rowlen]);
+        let rows: [&[u8]; 8] =
+            std::array::from_fn(|b| &src[(8 * j + b) * rowlen..(8 * j + b + 1) * rowlen]);
         for k in 0..rowlen {
             let x = u64::from_le_bytes(std::array::from_fn(|b| rows[b][k]));
             let y = transpose8(x).to_le_bytes();

@@ -1,0 +1,8 @@
+//! L3: what the bytes mean: NumPy dtypes, b2nd geometry, N-d arrays and tables built on
+//! containers. No Arrow, no DataFusion.
+
+pub mod dtype;
+pub mod geometry;
+pub mod ndarray;
+pub mod pylit;
+pub mod table;

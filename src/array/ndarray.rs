@@ -1,0 +1,483 @@
+//! `NdArray`: an N-d array of one dtype over a chunk container — a b2nd frame, a plain
+//! super-chunk (1-D items of `typesize` bytes) or a bcolz carray (rows of `chunklen`).
+//!
+//! Reading a coordinate box fetches only the chunks it intersects and, when blocks are
+//! addressable (b2nd), decompresses only the blocks it touches.
+
+use super::dtype::DType;
+use super::geometry::B2ndGeometry;
+use crate::chunk::{Chunk, DecodeLimits};
+use crate::container::RawChunk;
+use crate::container::bcolz::BcolzCarray;
+use crate::container::frame::{Frame, decode_raw};
+use crate::error::{Error, Result};
+use crate::io::Location;
+use crate::msgpack::{self, MsgValue};
+use std::ops::Range;
+
+/// What kind of container the array comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrayKind {
+    /// A frame with a `b2nd` (or `caterva`) metalayer.
+    B2nd,
+    /// A frame without one: 1-D items of `typesize` bytes.
+    SChunk,
+    /// A bcolz carray directory.
+    Bcolz,
+}
+
+/// Where the chunks come from.
+#[derive(Debug, Clone)]
+pub enum ChunkSource {
+    /// A contiguous or sparse frame.
+    Frame(Frame),
+    /// A bcolz carray.
+    Bcolz(BcolzCarray),
+}
+
+/// Counters a reader fills in (for metrics).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReadStats {
+    /// Chunks fetched and decoded.
+    pub chunks_read: u64,
+    /// Of those, chunks that were special values (no decompression).
+    pub chunks_special: u64,
+    /// Blocks decompressed.
+    pub blocks_decoded: u64,
+    /// Blocks skipped inside read chunks.
+    pub blocks_skipped: u64,
+    /// Compressed bytes fetched.
+    pub bytes_fetched: u64,
+}
+
+/// An N-d array of one dtype.
+#[derive(Debug, Clone)]
+pub struct NdArray {
+    /// Element type.
+    pub dtype: DType,
+    /// Chunk/block geometry.
+    pub geometry: B2ndGeometry,
+    /// Source kind.
+    pub kind: ArrayKind,
+    /// True when a geometry block is exactly one Blosc block (b2nd): partial chunk decode.
+    pub block_addressable: bool,
+    /// The chunk container.
+    pub source: ChunkSource,
+    /// The dtype string found in the file (before any override).
+    pub stored_dtype: Option<String>,
+}
+
+/// Parsed `b2nd` metalayer (`spec/b2nd.md` §1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct B2ndMeta {
+    /// Shape.
+    pub shape: Vec<u64>,
+    /// Chunk shape.
+    pub chunkshape: Vec<u64>,
+    /// Block shape.
+    pub blockshape: Vec<u64>,
+    /// NumPy dtype string (None for `caterva` metalayers).
+    pub dtype: Option<String>,
+}
+
+/// Parses a `b2nd` or `caterva` metalayer.
+///
+/// # Errors
+/// A message naming the item that is wrong.
+pub fn parse_b2nd_meta(content: &[u8]) -> std::result::Result<B2ndMeta, String> {
+    let (v, _) = msgpack::parse(content)?;
+    let items = v.as_array().ok_or("not an array")?;
+    if items.len() < 6 {
+        return Err(format!("{} items, expected at least 6", items.len()));
+    }
+    let ndim = items[1]
+        .as_i64()
+        .filter(|n| (0..=16).contains(n))
+        .ok_or("ndim not in 0..=16")? as usize;
+    let dims = |k: usize, what: &str| -> std::result::Result<Vec<u64>, String> {
+        let a = items[k]
+            .as_array()
+            .ok_or(format!("{what} is not an array"))?;
+        if a.len() != ndim {
+            return Err(format!("{what} has {} items for ndim {ndim}", a.len()));
+        }
+        a.iter()
+            .map(|x| {
+                x.as_i64()
+                    .filter(|&n| n >= 0)
+                    .map(|n| n as u64)
+                    .ok_or(format!("{what} item {x:?} is not a non-negative int"))
+            })
+            .collect()
+    };
+    let dtype = match items.get(6) {
+        Some(MsgValue::Str(s)) => Some(s.clone()),
+        _ => None,
+    };
+    if items.len() >= 7 && items[5].as_i64() != Some(0) {
+        return Err(format!(
+            "dtype format {:?} (only 0, NumPy strings, exists)",
+            items[5]
+        ));
+    }
+    Ok(B2ndMeta {
+        shape: dims(2, "shape")?,
+        chunkshape: dims(3, "chunkshape")?,
+        blockshape: dims(4, "blockshape")?,
+        dtype,
+    })
+}
+
+impl NdArray {
+    /// Opens a frame (file or sparse directory) as an array: b2nd when it has the
+    /// metalayer, a 1-D super-chunk otherwise. `dtype_override` replaces the stored dtype.
+    ///
+    /// # Errors
+    /// Container errors; a dtype whose size disagrees with the frame's typesize.
+    pub async fn open_frame(loc: &Location, dtype_override: Option<DType>) -> Result<NdArray> {
+        let frame = Frame::open(loc).await?;
+        Self::from_frame(frame, dtype_override)
+    }
+
+    /// Wraps an opened frame.
+    ///
+    /// # Errors
+    /// As [`NdArray::open_frame`].
+    pub fn from_frame(frame: Frame, dtype_override: Option<DType>) -> Result<NdArray> {
+        let path = frame.display().to_string();
+        let h = frame.header().clone();
+        let meta = frame
+            .metalayer("b2nd")
+            .or_else(|| frame.metalayer("caterva"));
+        let typesize = h.typesize as usize;
+        if let Some(m) = meta {
+            let meta = parse_b2nd_meta(&m.content)
+                .map_err(|e| Error::corrupt(&path, "b2nd metalayer", e))?;
+            let stored = meta.dtype.clone();
+            let dtype = match (&dtype_override, &stored) {
+                (Some(d), _) => d.clone(),
+                (None, Some(s)) => DType::parse(s)
+                    .map_err(|e| Error::unsupported(&path, format!("dtype {s:?}: {e}")))?,
+                (None, None) => DType::Bytes(typesize),
+            };
+            if dtype.itemsize() != typesize {
+                return Err(Error::corrupt(
+                    &path,
+                    "b2nd metalayer",
+                    format!(
+                        "dtype {} is {} bytes per element but the frame's typesize is {typesize}; \
+                     pass an element type override (e.g. '<f4') to read the values",
+                        stored.as_deref().unwrap_or("?"),
+                        dtype.itemsize()
+                    ),
+                ));
+            }
+            let geometry = B2ndGeometry::try_new(meta.shape, meta.chunkshape, meta.blockshape)
+                .map_err(|e| Error::corrupt(&path, "b2nd metalayer", e))?;
+            let chunk_bytes = geometry.chunk_items() * typesize as u64;
+            if frame.nchunks() != geometry.nchunks()
+                || (frame.nchunks() > 0 && h.chunksize as u64 != chunk_bytes)
+            {
+                return Err(Error::corrupt(
+                    &path,
+                    "b2nd metalayer",
+                    format!(
+                        "geometry implies {} chunks of {chunk_bytes} bytes, the frame has {} of {}",
+                        geometry.nchunks(),
+                        frame.nchunks(),
+                        h.chunksize
+                    ),
+                ));
+            }
+            let block_addressable = h.blocksize as u64 == geometry.block_items() * typesize as u64;
+            return Ok(NdArray {
+                dtype,
+                geometry,
+                kind: ArrayKind::B2nd,
+                block_addressable,
+                source: ChunkSource::Frame(frame),
+                stored_dtype: stored,
+            });
+        }
+        // Plain super-chunk: 1-D items of typesize bytes.
+        let dtype = dtype_override.unwrap_or(DType::Void(typesize));
+        if dtype.itemsize() != typesize {
+            return Err(Error::InvalidArgument(format!(
+                "{path}: element type of {} bytes for a typesize of {typesize}",
+                dtype.itemsize()
+            )));
+        }
+        if h.nbytes > 0 && h.chunksize == 0 {
+            return Err(Error::unsupported(
+                &path,
+                "variable-size chunks as a table (decode them with `b2sql decode`)",
+            ));
+        }
+        if h.nbytes % typesize as u64 != 0 || h.chunksize as usize % typesize != 0 {
+            return Err(Error::corrupt(
+                &path,
+                "frame header",
+                format!(
+                    "nbytes {} / chunksize {} not multiples of typesize {typesize}",
+                    h.nbytes, h.chunksize
+                ),
+            ));
+        }
+        let n = h.nbytes / typesize as u64;
+        let per_chunk = (h.chunksize as u64 / typesize as u64).max(1);
+        let bs = h.blocksize as u64;
+        let block_addressable =
+            bs > 0 && bs % typesize as u64 == 0 && (h.chunksize as u64) % bs == 0;
+        let block = if block_addressable {
+            bs / typesize as u64
+        } else {
+            per_chunk
+        };
+        let geometry = B2ndGeometry::try_new(vec![n], vec![per_chunk], vec![block.min(per_chunk)])
+            .map_err(|e| Error::corrupt(&path, "frame header", e))?;
+        Ok(NdArray {
+            dtype,
+            geometry,
+            kind: ArrayKind::SChunk,
+            block_addressable,
+            source: ChunkSource::Frame(frame),
+            stored_dtype: None,
+        })
+    }
+
+    /// Opens a bcolz carray directory.
+    ///
+    /// # Errors
+    /// Container errors and unsupported dtypes (object).
+    pub async fn open_bcolz(dir: &Location, dtype_override: Option<DType>) -> Result<NdArray> {
+        let c = BcolzCarray::open(dir).await?;
+        Self::from_bcolz(c, dtype_override)
+    }
+
+    /// Wraps an opened bcolz carray.
+    ///
+    /// # Errors
+    /// As [`NdArray::open_bcolz`].
+    pub fn from_bcolz(c: BcolzCarray, dtype_override: Option<DType>) -> Result<NdArray> {
+        let path = c.display().to_string();
+        let (dtype, sub) = match dtype_override {
+            Some(d) => (d, Vec::new()),
+            None => DType::parse_with_shape(&c.dtype)
+                .map_err(|e| Error::unsupported(&path, format!("dtype {:?}: {e}", c.dtype)))?,
+        };
+        let mut shape = c.shape.clone();
+        shape.extend(sub.iter().map(|&s| s as u64));
+        let mut chunkshape = shape.clone();
+        chunkshape[0] = c.chunklen;
+        let geometry = B2ndGeometry::try_new(shape, chunkshape.clone(), chunkshape)
+            .map_err(|e| Error::corrupt(&path, "meta/sizes", e))?;
+        Ok(NdArray {
+            dtype,
+            geometry,
+            kind: ArrayKind::Bcolz,
+            block_addressable: false,
+            stored_dtype: Some(c.dtype.clone()),
+            source: ChunkSource::Bcolz(c),
+        })
+    }
+
+    /// How errors name the array.
+    pub fn display(&self) -> &str {
+        match &self.source {
+            ChunkSource::Frame(f) => f.display(),
+            ChunkSource::Bcolz(c) => c.display(),
+        }
+    }
+
+    /// Element size in bytes.
+    pub fn itemsize(&self) -> usize {
+        self.dtype.itemsize()
+    }
+
+    /// User attributes as JSON.
+    pub fn attributes_json(&self) -> serde_json::Value {
+        match &self.source {
+            ChunkSource::Frame(f) => f.attributes_json(),
+            ChunkSource::Bcolz(c) => c.attrs.clone(),
+        }
+    }
+
+    /// True when chunk `i` is an offset-encoded special (no bytes stored), with its kind.
+    pub fn special_chunk(&self, i: u64) -> Option<crate::chunk::SpecialValue> {
+        match &self.source {
+            ChunkSource::Frame(f) => f.special_of(i),
+            ChunkSource::Bcolz(_) => None,
+        }
+    }
+
+    /// Fetches raw chunks.
+    ///
+    /// # Errors
+    /// Container errors.
+    pub async fn fetch(&self, chunks: &[u64]) -> Result<Vec<RawChunk>> {
+        match &self.source {
+            ChunkSource::Frame(f) => f.fetch_chunks(chunks).await,
+            ChunkSource::Bcolz(c) => c.fetch_chunks(chunks).await,
+        }
+    }
+
+    /// Expected decoded size of chunk `i` in bytes.
+    fn expected_chunk_bytes(&self, i: u64) -> u64 {
+        let g = &self.geometry;
+        match self.kind {
+            ArrayKind::B2nd => g.chunk_items() * self.itemsize() as u64,
+            _ => {
+                let rows = (g.shape[0] - i * g.chunkshape[0]).min(g.chunkshape[0]);
+                rows * g.shape[1..].iter().product::<u64>() * self.itemsize() as u64
+            }
+        }
+    }
+
+    /// Decodes chunk `i` for a read of `bx`: only the blocks the box touches when blocks
+    /// are addressable. The result is the full chunk buffer (untouched blocks left zero).
+    ///
+    /// # Errors
+    /// Decoding errors, or a decoded size that disagrees with the geometry.
+    pub fn decode_for_box(
+        &self,
+        i: u64,
+        raw: &RawChunk,
+        bx: &[Range<u64>],
+        stats: &mut ReadStats,
+    ) -> Result<Vec<u8>> {
+        let path = self.display();
+        let expected = self.expected_chunk_bytes(i);
+        stats.chunks_read += 1;
+        stats.bytes_fetched += raw.stored_len() as u64;
+        let RawChunk::Stored(bytes) = raw else {
+            stats.chunks_special += 1;
+            return decode_raw(raw, path, i, &DecodeLimits::default());
+        };
+        let chunk = Chunk::parse(bytes).map_err(|e| Error::chunk(e, path, i, 0))?;
+        if chunk.nbytes() as u64 != expected {
+            return Err(Error::corrupt(
+                path,
+                "chunk",
+                format!(
+                    "chunk {i} holds {} bytes, the geometry needs {expected}",
+                    chunk.nbytes()
+                ),
+            ));
+        }
+        let nblocks = chunk.nblocks();
+        let mut out = vec![0u8; chunk.nbytes()];
+        let mut touched: Vec<u64> = if self.block_addressable
+            && nblocks > 1
+            && chunk.header().special() == crate::chunk::SpecialValue::None
+        {
+            self.geometry.runs(i, bx).iter().map(|r| r.block).collect()
+        } else {
+            Vec::new()
+        };
+        touched.sort_unstable();
+        touched.dedup();
+        if touched.is_empty()
+            || touched.len() == nblocks
+            || touched.iter().any(|&b| b as usize >= nblocks)
+        {
+            chunk
+                .decode_into(&mut out)
+                .map_err(|e| Error::chunk(e, path, i, 0))?;
+            stats.blocks_decoded += nblocks as u64;
+            return Ok(out);
+        }
+        // Contiguous runs of touched blocks.
+        let mut k = 0;
+        while k < touched.len() {
+            let start = touched[k] as usize;
+            let mut end = start + 1;
+            while k + 1 < touched.len() && touched[k + 1] as usize == end {
+                k += 1;
+                end += 1;
+            }
+            k += 1;
+            let span = chunk
+                .blocks_byte_range(start..end)
+                .map_err(|e| Error::chunk(e, path, i, 0))?;
+            chunk
+                .decode_blocks_into(start..end, &mut out[span])
+                .map_err(|e| Error::chunk(e, path, i, 0))?;
+        }
+        stats.blocks_decoded += touched.len() as u64;
+        stats.blocks_skipped += (nblocks - touched.len()) as u64;
+        Ok(out)
+    }
+
+    /// Copies the elements of `bx` out of decoded chunk buffers into a C-ordered buffer.
+    ///
+    /// # Errors
+    /// A chunk buffer shorter than the geometry says.
+    pub fn gather(&self, bx: &[Range<u64>], chunks: &[(u64, Vec<u8>)]) -> Result<Vec<u8>> {
+        let isz = self.itemsize() as u64;
+        let n: u64 = bx.iter().map(|r| r.end - r.start).product();
+        let mut out = vec![0u8; (n * isz) as usize];
+        for (i, buf) in chunks {
+            for r in self.geometry.runs(*i, bx) {
+                let s = (r.src * isz) as usize;
+                let d = (r.dst * isz) as usize;
+                let l = (r.len * isz) as usize;
+                let src = buf.get(s..s + l).ok_or_else(|| {
+                    Error::corrupt(
+                        self.display(),
+                        "chunk",
+                        format!(
+                            "chunk {i}: element run {}..{} past its {} bytes",
+                            s,
+                            s + l,
+                            buf.len()
+                        ),
+                    )
+                })?;
+                out[d..d + l].copy_from_slice(src);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads the C-ordered bytes of the elements in `bx`.
+    ///
+    /// # Errors
+    /// IO, container and decoding errors.
+    pub async fn read_box(&self, bx: &[Range<u64>], stats: &mut ReadStats) -> Result<Vec<u8>> {
+        if bx.len() != self.geometry.ndim() {
+            return Err(Error::InvalidArgument(format!(
+                "box of rank {} for an array of rank {}",
+                bx.len(),
+                self.geometry.ndim()
+            )));
+        }
+        for (d, r) in bx.iter().enumerate() {
+            if r.end > self.geometry.shape[d] || r.start > r.end {
+                return Err(Error::InvalidArgument(format!(
+                    "box {r:?} outside dimension {d} of extent {}",
+                    self.geometry.shape[d]
+                )));
+            }
+        }
+        let idx = if self.geometry.ndim() == 0 {
+            vec![0]
+        } else {
+            self.geometry.chunks_in_box(bx)
+        };
+        let raws = self.fetch(&idx).await?;
+        let mut decoded = Vec::with_capacity(idx.len());
+        for (i, raw) in idx.iter().zip(&raws) {
+            decoded.push((*i, self.decode_for_box(*i, raw, bx, stats)?));
+        }
+        self.gather(bx, &decoded)
+    }
+
+    /// The whole array as C-ordered bytes.
+    ///
+    /// # Errors
+    /// As [`NdArray::read_box`].
+    pub async fn read_all(&self) -> Result<Vec<u8>> {
+        let bx: Vec<Range<u64>> = self.geometry.shape.iter().map(|&s| 0..s).collect();
+        self.read_box(&bx, &mut ReadStats::default()).await
+    }
+}

@@ -1,0 +1,37 @@
+//! L2: where chunks live. Maps a chunk index to bytes (or a special value) and exposes the
+//! container's metadata, for frames (contiguous and sparse), bcolz directories and
+//! python-blosc2 stores. No Arrow, no DataFusion.
+
+pub mod bcolz;
+pub mod frame;
+pub mod store;
+
+use crate::chunk::SpecialValue;
+use bytes::Bytes;
+
+/// A chunk as fetched from a container: its bytes, or a special value the container encodes
+/// without storing bytes (frame offsets with bit 63 set, `spec/frame.md` §3.1).
+#[derive(Debug, Clone)]
+pub enum RawChunk {
+    /// A complete Blosc chunk (header included).
+    Stored(Bytes),
+    /// Not stored: every byte is given by `kind` (zeros, NaN, uninitialized).
+    Special {
+        /// Zeros, NaN or Uninit.
+        kind: SpecialValue,
+        /// Uncompressed size.
+        nbytes: usize,
+        /// Element size (for NaN).
+        typesize: usize,
+    },
+}
+
+impl RawChunk {
+    /// Compressed bytes held (0 for specials).
+    pub fn stored_len(&self) -> usize {
+        match self {
+            RawChunk::Stored(b) => b.len(),
+            RawChunk::Special { .. } => 0,
+        }
+    }
+}
