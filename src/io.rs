@@ -57,7 +57,8 @@ impl Location {
     /// When the path cannot be made absolute or is not valid for the local store.
     pub fn local(path: impl AsRef<std::path::Path>) -> Result<Self> {
         let p = path.as_ref();
-        let abs = std::path::absolute(p)
+        let abs = std::fs::canonicalize(p)
+            .or_else(|_| std::path::absolute(p))
             .map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?;
         let os_path = Path::from_absolute_path(&abs)
             .map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?;

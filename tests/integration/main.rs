@@ -2,4 +2,5 @@
 
 mod chunk_compat;
 mod chunk_fixtures;
+mod containers;
 mod util;
