@@ -1,10 +1,13 @@
 //! placeholder
 #![deny(unsafe_code)]
 pub mod array;
+pub mod arrow_reader;
 pub mod chunk;
 pub mod container;
+pub mod dataset;
 pub mod error;
 pub mod io;
 pub mod msgpack;
 
+pub use arrow;
 pub use error::{Error, ErrorKind, Result};

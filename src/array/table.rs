@@ -1,1 +1,463 @@
-//! Tables: bcolz ctables and python-blosc2 CTables as named columns over [`NdArray`]s.
+//! Tables: bcolz ctables (`spec/bcolz.md` §2) and python-blosc2 CTables (`spec/stores.md`
+//! §5) as ordered, named columns over [`NdArray`]s, with deleted rows and null rules.
+//!
+//! Column rows are dimension 0 of each column array; only the first `physical_rows` rows
+//! count, and a CTable row is live iff `_valid_rows[row]`.
+
+use super::dtype::{DType, TimeUnit};
+use super::ndarray::{NdArray, ReadStats};
+use crate::container::bcolz::{BcolzCarray, ctable_columns};
+use crate::container::frame::Frame;
+use crate::container::store::StoreRoot;
+use crate::error::{Error, Result};
+use crate::io::Location;
+use serde_json::Value as Json;
+use std::ops::Range;
+
+/// How a column's values are stored.
+#[derive(Debug, Clone)]
+pub enum ColumnStorage {
+    /// One fixed-size element (or sub-array) per row.
+    Fixed(NdArray),
+    /// UTF-8 text: int64 offsets (rows + 1) and the bytes.
+    Utf8 {
+        /// Offsets array.
+        offsets: NdArray,
+        /// Bytes array (uint8).
+        data: NdArray,
+    },
+}
+
+/// How nulls are recorded.
+#[derive(Debug, Clone)]
+pub enum NullRule {
+    /// Not nullable.
+    None,
+    /// `<col>.notnull.b2nd` (true = present); `None` inside when the sidecar is absent.
+    Mask(Option<NdArray>),
+    /// In-band sentinel value (JSON: number, NaN as a string, or text).
+    Sentinel(Json),
+}
+
+/// One column of a table.
+#[derive(Debug, Clone)]
+pub struct TableColumn {
+    /// Column name.
+    pub name: String,
+    /// CTable kind (`int64`, `utf8`, …) or the bcolz dtype string.
+    pub kind: String,
+    /// Values.
+    pub storage: ColumnStorage,
+    /// Nulls.
+    pub nulls: NullRule,
+    /// Time zone of a CTable timestamp column.
+    pub timezone: Option<String>,
+}
+
+impl TableColumn {
+    /// The element dtype (uint8 for UTF-8 columns).
+    pub fn dtype(&self) -> &DType {
+        match &self.storage {
+            ColumnStorage::Fixed(a) => &a.dtype,
+            ColumnStorage::Utf8 { data, .. } => &data.dtype,
+        }
+    }
+    /// Shape of one row's value (empty for scalars).
+    pub fn item_shape(&self) -> Vec<u64> {
+        match &self.storage {
+            ColumnStorage::Fixed(a) => a.geometry.shape[1..].to_vec(),
+            ColumnStorage::Utf8 { .. } => Vec::new(),
+        }
+    }
+}
+
+/// What kind of table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableKind {
+    /// bcolz ctable directory.
+    Bcolz,
+    /// python-blosc2 CTable (`.b2d` / `.b2z`).
+    CTable,
+}
+
+/// Values of one column for a row range.
+#[derive(Debug, Clone)]
+pub enum ColumnData {
+    /// C-ordered element bytes, `rows × item_size`.
+    Fixed(Vec<u8>),
+    /// Offsets relative to `data` (rows + 1 entries) and the text bytes.
+    Utf8 {
+        /// rows + 1 offsets starting at 0.
+        offsets: Vec<i64>,
+        /// UTF-8 bytes.
+        data: Vec<u8>,
+    },
+}
+
+/// A table over column arrays.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// bcolz or CTable.
+    pub kind: TableKind,
+    /// Columns in stored order.
+    pub columns: Vec<TableColumn>,
+    /// Rows stored (live or deleted).
+    pub physical_rows: u64,
+    /// `_valid_rows` (CTable only).
+    pub valid: Option<NdArray>,
+    /// Live rows.
+    pub live_rows: u64,
+    /// User attributes.
+    pub attrs: Json,
+    /// The raw schema (CTable) for `inspect`.
+    pub schema_json: Json,
+    display: String,
+}
+
+/// Parses Python's `json.dumps` output, which may hold bare `NaN` / `Infinity` tokens.
+fn lenient_json(s: &str) -> std::result::Result<Json, serde_json::Error> {
+    match serde_json::from_str(s) {
+        Ok(v) => Ok(v),
+        Err(_) => {
+            let fixed = s
+                .replace("-Infinity", "\"-Infinity\"")
+                .replace("Infinity", "\"Infinity\"")
+                .replace("NaN", "\"NaN\"");
+            serde_json::from_str(&fixed)
+        }
+    }
+}
+
+impl Table {
+    /// How errors name the table.
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// Opens a bcolz ctable directory (`__rootdirs__` present).
+    ///
+    /// # Errors
+    /// Missing column directories, inconsistent lengths.
+    pub async fn open_bcolz(dir: &Location) -> Result<Table> {
+        let names = ctable_columns(dir).await?.ok_or_else(|| Error::NotFound {
+            path: dir.child("__rootdirs__").display().to_string(),
+            what: "bcolz ctable column list".into(),
+        })?;
+        let mut columns = Vec::with_capacity(names.len());
+        let mut nrows = None;
+        for name in names {
+            let c = BcolzCarray::open(&dir.child(&name)).await?;
+            let kind = c.dtype.clone();
+            let arr = NdArray::from_bcolz(c, None)?;
+            let n = arr.geometry.shape[0];
+            if *nrows.get_or_insert(n) != n {
+                return Err(Error::corrupt(
+                    dir.display(),
+                    "ctable",
+                    format!(
+                        "column {name:?} has {n} rows, others {}",
+                        nrows.unwrap_or(0)
+                    ),
+                ));
+            }
+            columns.push(TableColumn {
+                name,
+                kind,
+                storage: ColumnStorage::Fixed(arr),
+                nulls: NullRule::None,
+                timezone: None,
+            });
+        }
+        let attrs = match dir.child("__attrs__").get_all().await {
+            Ok(b) => serde_json::from_slice(&b).unwrap_or(Json::Null),
+            Err(Error::NotFound { .. }) => Json::Object(Default::default()),
+            Err(e) => return Err(e),
+        };
+        let n = nrows.unwrap_or(0);
+        Ok(Table {
+            kind: TableKind::Bcolz,
+            columns,
+            physical_rows: n,
+            valid: None,
+            live_rows: n,
+            attrs,
+            schema_json: Json::Null,
+            display: dir.display().to_string(),
+        })
+    }
+
+    /// Opens a CTable whose root is `store` (a `.b2d` directory or `.b2z` zip).
+    ///
+    /// # Errors
+    /// A missing `_meta`, a `kind` other than `"ctable"`, column kinds not supported
+    /// (named), missing column files.
+    pub async fn open_ctable(store: &StoreRoot) -> Result<Table> {
+        let path = store.display().to_string();
+        let meta = store
+            .open_frame("_meta.b2f")
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                path: format!("{path}/_meta.b2f"),
+                what: "CTable metadata".into(),
+            })?;
+        let kind = meta.vlmeta_value("kind");
+        if kind.as_ref().and_then(|k| k.as_str()) != Some("ctable") {
+            return Err(Error::corrupt(
+                &path,
+                "_meta",
+                format!("vlmeta \"kind\" is {kind:?}, expected \"ctable\""),
+            ));
+        }
+        let schema_text = meta
+            .vlmeta_value("schema")
+            .and_then(|v| v.as_str().map(str::to_string))
+            .ok_or_else(|| Error::corrupt(&path, "_meta", "no \"schema\" vlmeta"))?;
+        let schema = lenient_json(&schema_text)
+            .map_err(|e| Error::corrupt(&path, "_meta schema", e.to_string()))?;
+        let cols = schema
+            .get("columns")
+            .and_then(Json::as_array)
+            .ok_or_else(|| Error::corrupt(&path, "_meta schema", "no \"columns\" list"))?;
+        let valid_frame =
+            store
+                .open_frame("_valid_rows.b2nd")
+                .await?
+                .ok_or_else(|| Error::NotFound {
+                    path: format!("{path}/_valid_rows.b2nd"),
+                    what: "row liveness".into(),
+                })?;
+        let valid = NdArray::from_frame(valid_frame, None)?;
+        if valid.geometry.ndim() != 1 || valid.dtype != DType::Bool {
+            return Err(Error::corrupt(&path, "_valid_rows", "not a 1-D bool array"));
+        }
+        let physical_rows = valid.geometry.shape[0];
+        let live_rows = valid.read_all().await?.iter().filter(|&&b| b != 0).count() as u64;
+        let mut columns = Vec::with_capacity(cols.len());
+        for c in cols {
+            let name = c
+                .get("name")
+                .and_then(Json::as_str)
+                .ok_or_else(|| Error::corrupt(&path, "_meta schema", "column without a name"))?
+                .to_string();
+            let ckind = c
+                .get("kind")
+                .and_then(Json::as_str)
+                .unwrap_or("")
+                .to_string();
+            let rel = column_path(&name);
+            let open = |suffix: &'static str| {
+                let rel = format!("_cols/{rel}{suffix}");
+                async move { store.open_frame(&rel).await }
+            };
+            let need = |f: Option<Frame>, what: String| {
+                f.ok_or_else(|| Error::NotFound {
+                    path: format!("{path}/_cols/{rel}{what}"),
+                    what: format!("column {name:?}"),
+                })
+            };
+            let storage = match ckind.as_str() {
+                "utf8" => {
+                    let offsets =
+                        NdArray::from_frame(need(open(".b2nd").await?, ".b2nd".into())?, None)?;
+                    let data = NdArray::from_frame(
+                        need(open(".utf8.b2nd").await?, ".utf8.b2nd".into())?,
+                        None,
+                    )?;
+                    ColumnStorage::Utf8 { offsets, data }
+                }
+                "vlstring" | "vlbytes" | "object" | "list" | "dictionary" | "struct" => {
+                    return Err(Error::unsupported(
+                        &path,
+                        format!(
+                            "CTable column {name:?} of kind {ckind:?} (BatchArray-backed columns are not read yet)"
+                        ),
+                    ));
+                }
+                _ => {
+                    let f = need(open(".b2nd").await?, ".b2nd".into())?;
+                    let override_dtype = match ckind.as_str() {
+                        "timestamp" => {
+                            let unit = match c.get("unit").and_then(Json::as_str).unwrap_or("us") {
+                                "s" => TimeUnit::Second,
+                                "ms" => TimeUnit::Milli,
+                                "ns" => TimeUnit::Nano,
+                                _ => TimeUnit::Micro,
+                            };
+                            Some(DType::DateTime {
+                                unit,
+                                mult: 1,
+                                endian: super::dtype::Endian::Little,
+                            })
+                        }
+                        _ => None,
+                    };
+                    ColumnStorage::Fixed(NdArray::from_frame(f, override_dtype)?)
+                }
+            };
+            let rows_ok = match &storage {
+                ColumnStorage::Fixed(a) => {
+                    a.geometry.ndim() >= 1 && a.geometry.shape[0] >= physical_rows
+                }
+                ColumnStorage::Utf8 { offsets, .. } => {
+                    offsets.geometry.ndim() == 1 && offsets.geometry.shape[0] > physical_rows
+                }
+            };
+            if !rows_ok {
+                return Err(Error::corrupt(
+                    &path,
+                    "CTable column",
+                    format!("column {name:?} holds fewer rows than _valid_rows ({physical_rows})"),
+                ));
+            }
+            let nullable = c.get("nullable").and_then(Json::as_bool).unwrap_or(false);
+            let nulls = if let Some(v) = c.get("null_value") {
+                NullRule::Sentinel(v.clone())
+            } else if nullable {
+                let mask = match open(".notnull.b2nd").await? {
+                    Some(f) => Some(NdArray::from_frame(f, None)?),
+                    None => None,
+                };
+                NullRule::Mask(mask)
+            } else {
+                NullRule::None
+            };
+            columns.push(TableColumn {
+                name,
+                kind: ckind,
+                storage,
+                nulls,
+                timezone: c.get("timezone").and_then(Json::as_str).map(str::to_string),
+            });
+        }
+        let attrs = match store.open_frame("_vlmeta.b2f").await? {
+            Some(f) => f.attributes_json(),
+            None => Json::Object(Default::default()),
+        };
+        Ok(Table {
+            kind: TableKind::CTable,
+            columns,
+            physical_rows,
+            valid: Some(valid),
+            live_rows,
+            attrs,
+            schema_json: schema,
+            display: path,
+        })
+    }
+
+    /// Row granularity that keeps reads chunk-aligned: the first column's chunk length.
+    pub fn natural_rows(&self) -> u64 {
+        let first = self.columns.first().map(|c| match &c.storage {
+            ColumnStorage::Fixed(a) => a.geometry.chunkshape[0],
+            ColumnStorage::Utf8 { offsets, .. } => offsets.geometry.chunkshape[0],
+        });
+        first
+            .filter(|&n| n > 0)
+            .unwrap_or(65_536)
+            .clamp(1024, 1 << 20)
+    }
+
+    /// Reads rows `rows` of column `col`.
+    ///
+    /// # Errors
+    /// IO and decoding errors; inconsistent UTF-8 offsets.
+    pub async fn read_column(
+        &self,
+        col: usize,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<ColumnData> {
+        let c = &self.columns[col];
+        match &c.storage {
+            ColumnStorage::Fixed(a) => {
+                let mut bx = vec![rows];
+                bx.extend(a.geometry.shape[1..].iter().map(|&s| 0..s));
+                Ok(ColumnData::Fixed(a.read_box(&bx, stats).await?))
+            }
+            ColumnStorage::Utf8 { offsets, data } => {
+                let raw = offsets.read_box(&[rows.start..rows.end + 1], stats).await?;
+                let offs: Vec<i64> = raw
+                    .chunks_exact(8)
+                    .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+                    .collect();
+                let (lo, hi) = (offs[0], offs[offs.len() - 1]);
+                let dlen = data.geometry.shape[0] as i64;
+                if lo < 0 || hi < lo || hi > dlen || offs.windows(2).any(|w| w[1] < w[0]) {
+                    return Err(Error::corrupt(
+                        &self.display,
+                        "utf8 offsets",
+                        format!(
+                            "column {:?}: offsets {lo}..{hi} not increasing within the {dlen} data bytes",
+                            c.name
+                        ),
+                    ));
+                }
+                let bytes = data.read_box(&[lo as u64..hi as u64], stats).await?;
+                Ok(ColumnData::Utf8 {
+                    offsets: offs.iter().map(|o| o - lo).collect(),
+                    data: bytes,
+                })
+            }
+        }
+    }
+
+    /// Not-null mask bytes of column `col` for `rows` (1 = present), if the column has a mask.
+    ///
+    /// # Errors
+    /// IO and decoding errors.
+    pub async fn read_notnull(
+        &self,
+        col: usize,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<Option<Vec<u8>>> {
+        match &self.columns[col].nulls {
+            NullRule::Mask(Some(m)) => Ok(Some(m.read_box(&[rows], stats).await?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Liveness bytes for `rows` (1 = live), `None` when every row is live.
+    ///
+    /// # Errors
+    /// IO and decoding errors.
+    pub async fn read_valid(
+        &self,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<Option<Vec<u8>>> {
+        match &self.valid {
+            Some(v) => Ok(Some(v.read_box(&[rows], stats).await?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Path of a column under `_cols/` (`spec/stores.md` §5.3): split on unescaped dots,
+/// percent-encode `%`, `/`, `.`, `\` inside segments.
+pub fn column_path(name: &str) -> String {
+    let mut segs = vec![String::new()];
+    let mut chars = name.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    segs.last_mut().expect("non-empty").push_str(&encode(n));
+                }
+            }
+            '.' => segs.push(String::new()),
+            c => segs.last_mut().expect("non-empty").push_str(&encode(c)),
+        }
+    }
+    segs.join("/")
+}
+
+fn encode(c: char) -> String {
+    match c {
+        '%' => "%25".into(),
+        '/' => "%2F".into(),
+        '.' => "%2E".into(),
+        '\\' => "%5C".into(),
+        c => c.to_string(),
+    }
+}

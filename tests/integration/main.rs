@@ -1,5 +1,6 @@
 //! The one integration-test binary (STYLE.md §6): modules per area.
 
+mod arrow_values;
 mod chunk_compat;
 mod chunk_fixtures;
 mod containers;

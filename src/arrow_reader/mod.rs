@@ -1,0 +1,6 @@
+//! L4: Arrow. Maps dtypes to Arrow types and decoded bytes to arrays, and turns a dataset
+//! plus a selection into record batches. No DataFusion.
+
+pub mod convert;
+pub mod reader;
+pub mod schema;

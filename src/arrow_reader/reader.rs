@@ -1,0 +1,427 @@
+//! Turns a dataset and a selection into record batches.
+//!
+//! A scan is a list of [`ScanUnit`]s: for arrays, C-ordered coordinate boxes cut along
+//! dimension 0 at chunk boundaries (so a unit holds at most one chunk row of data); for
+//! tables, row ranges aligned to the first column's chunks. Each unit becomes one batch.
+
+use super::convert::{fixed_list, subarray_items, to_arrow};
+use super::schema::dataset_schema;
+use crate::array::dtype::DType;
+use crate::array::geometry::odometer;
+use crate::array::ndarray::ReadStats;
+use crate::array::table::{ColumnData, ColumnStorage, NullRule, Table};
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
+};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, Schema, SchemaRef};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// The rows a scan must produce, as per-dimension sets of disjoint sorted index ranges
+/// (tables have one dimension: rows). An empty list for a dimension selects nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// Per dimension, sorted disjoint ranges.
+    pub dims: Vec<Vec<Range<u64>>>,
+}
+
+impl Selection {
+    /// Everything of a shape.
+    pub fn all(shape: &[u64]) -> Self {
+        Selection {
+            dims: shape.iter().map(|&s| vec![0..s]).collect(),
+        }
+    }
+    /// Number of selected rows (elements).
+    pub fn len(&self) -> u64 {
+        self.dims
+            .iter()
+            .map(|r| r.iter().map(|x| x.end - x.start).sum::<u64>())
+            .product()
+    }
+    /// True when nothing is selected.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One unit of scan work: one batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanUnit {
+    /// A coordinate box of an array (C order inside).
+    Box(Vec<Range<u64>>),
+    /// A physical row range of a table.
+    Rows(Range<u64>),
+}
+
+impl ScanUnit {
+    /// Upper bound of rows the unit yields.
+    pub fn rows(&self) -> u64 {
+        match self {
+            ScanUnit::Box(b) => b.iter().map(|r| r.end - r.start).product(),
+            ScanUnit::Rows(r) => r.end - r.start,
+        }
+    }
+}
+
+/// Cuts `r` at multiples of `step`.
+fn cut(r: &Range<u64>, step: u64, out: &mut Vec<Range<u64>>) {
+    let mut s = r.start;
+    while s < r.end {
+        let e = ((s / step + 1) * step).min(r.end);
+        out.push(s..e);
+        s = e;
+    }
+}
+
+/// Plans the scan units of `sel` over `ds`, each holding at most about `max_rows` rows.
+pub fn plan_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<ScanUnit> {
+    let max_rows = max_rows.max(1);
+    match ds {
+        Dataset::Array(a) => {
+            let g = &a.geometry;
+            if g.ndim() == 0 {
+                return vec![ScanUnit::Box(Vec::new())];
+            }
+            let mut units = Vec::new();
+            let inner: Vec<Range<usize>> = sel.dims[1..].iter().map(|r| 0..r.len()).collect();
+            for r0 in &sel.dims[0] {
+                let mut pieces = Vec::new();
+                cut(r0, g.chunkshape[0].max(1), &mut pieces);
+                let inner_rows: u64 = sel.dims[1..]
+                    .iter()
+                    .map(|v| v.iter().map(|r| r.end - r.start).sum::<u64>())
+                    .product();
+                let step = (max_rows / inner_rows.max(1)).max(1);
+                for p in pieces {
+                    let sub: Vec<Range<u64>> = if step >= p.end - p.start {
+                        vec![p.clone()]
+                    } else {
+                        split_even(&p, step)
+                    };
+                    for s in sub {
+                        let idx: Vec<Range<u64>> =
+                            inner.iter().map(|r| r.start as u64..r.end as u64).collect();
+                        odometer(&idx, |k| {
+                            let mut bx = vec![s.clone()];
+                            for (d, &i) in k.iter().enumerate() {
+                                bx.push(sel.dims[d + 1][i as usize].clone());
+                            }
+                            units.push(ScanUnit::Box(bx));
+                        });
+                    }
+                }
+            }
+            units
+        }
+        Dataset::Table(t) => {
+            let step = t.natural_rows().min(max_rows.max(1024));
+            let mut units = Vec::new();
+            for r in &sel.dims[0] {
+                let mut pieces = Vec::new();
+                cut(r, step, &mut pieces);
+                units.extend(pieces.into_iter().map(ScanUnit::Rows));
+            }
+            units
+        }
+    }
+}
+
+fn split_even(r: &Range<u64>, step: u64) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    let mut s = r.start;
+    while s < r.end {
+        let e = (s + step).min(r.end);
+        out.push(s..e);
+        s = e;
+    }
+    out
+}
+
+/// Reads batches of one dataset with a fixed projection.
+#[derive(Debug, Clone)]
+pub struct BatchReader {
+    ds: Arc<Dataset>,
+    full: SchemaRef,
+    projection: Vec<usize>,
+    schema: SchemaRef,
+}
+
+impl BatchReader {
+    /// A reader producing the columns `projection` (indices into the full schema; `None` =
+    /// all).
+    pub fn new(ds: Arc<Dataset>, projection: Option<Vec<usize>>) -> Self {
+        let full = Arc::new(dataset_schema(&ds));
+        let projection = projection.unwrap_or_else(|| (0..full.fields().len()).collect());
+        let schema = Arc::new(
+            full.project(&projection)
+                .expect("projection indices come from this schema"),
+        );
+        BatchReader {
+            ds,
+            full,
+            projection,
+            schema,
+        }
+    }
+
+    /// The output schema.
+    pub fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    /// Reads one unit into a batch.
+    ///
+    /// # Errors
+    /// IO, container and decoding errors.
+    pub async fn read(&self, unit: &ScanUnit, stats: &mut ReadStats) -> Result<RecordBatch> {
+        match (&*self.ds, unit) {
+            (Dataset::Array(a), ScanUnit::Box(bx)) => {
+                let n = unit.rows() as usize;
+                let ndim = a.geometry.ndim();
+                let needs_values = self.projection.iter().any(|&p| p >= ndim);
+                let values = if needs_values {
+                    Some(a.read_box(bx, stats).await?)
+                } else {
+                    None
+                };
+                let mut cols: Vec<ArrayRef> = Vec::with_capacity(self.projection.len());
+                for &p in &self.projection {
+                    if p < ndim {
+                        cols.push(dim_column(bx, p, n));
+                        continue;
+                    }
+                    let data = values
+                        .as_deref()
+                        .expect("values read when a value column is projected");
+                    let col = match &a.dtype {
+                        DType::Struct(fields) => {
+                            let f = &fields[p - ndim];
+                            if f.shape.is_empty() {
+                                to_arrow(&f.dtype, data, n, a.itemsize(), f.offset)
+                            } else {
+                                let k: usize = f.shape.iter().product();
+                                fixed_list(
+                                    subarray_items(&f.dtype, data, n, a.itemsize(), f.offset, k),
+                                    k,
+                                    None,
+                                )
+                            }
+                        }
+                        d => to_arrow(d, data, n, d.itemsize(), 0),
+                    };
+                    cols.push(cast_to(col, self.full.field(p).data_type())?);
+                }
+                batch(&self.schema, cols, n)
+            }
+            (Dataset::Table(t), ScanUnit::Rows(rows)) => {
+                self.read_table(t, rows.clone(), stats).await
+            }
+            _ => Err(Error::InvalidArgument(
+                "scan unit does not match the dataset kind".into(),
+            )),
+        }
+    }
+
+    async fn read_table(
+        &self,
+        t: &Table,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<RecordBatch> {
+        let n = (rows.end - rows.start) as usize;
+        let mut cols = Vec::with_capacity(self.projection.len());
+        for &p in &self.projection {
+            let c = &t.columns[p];
+            let data = t.read_column(p, rows.clone(), stats).await?;
+            let mut arr: ArrayRef = match data {
+                ColumnData::Utf8 { offsets, data } => {
+                    let offs = OffsetBuffer::new(arrow::buffer::ScalarBuffer::from(
+                        offsets.iter().map(|&o| o as i32).collect::<Vec<i32>>(),
+                    ));
+                    let s = StringArray::try_new(offs, data.into(), None).map_err(|e| {
+                        Error::corrupt(
+                            t.display(),
+                            "utf8 column",
+                            format!("column {:?}: {e}", c.name),
+                        )
+                    })?;
+                    Arc::new(s)
+                }
+                ColumnData::Fixed(bytes) => {
+                    let shape = c.item_shape();
+                    let k: u64 = shape.iter().product();
+                    let d = c.dtype();
+                    if shape.is_empty() {
+                        to_arrow(d, &bytes, n, d.itemsize(), 0)
+                    } else {
+                        fixed_list(
+                            to_arrow(d, &bytes, n * k as usize, d.itemsize(), 0),
+                            k as usize,
+                            None,
+                        )
+                    }
+                }
+            };
+            // Nulls.
+            match &c.nulls {
+                NullRule::Mask(Some(_)) => {
+                    let mask = t
+                        .read_notnull(p, rows.clone(), stats)
+                        .await?
+                        .expect("mask column");
+                    let is_null = BooleanArray::from_iter(mask.iter().map(|&b| Some(b == 0)));
+                    arr = nullif(&arr, &is_null)?;
+                }
+                NullRule::Sentinel(v) => {
+                    let is_null = sentinel_mask(&arr, v);
+                    arr = nullif(&arr, &is_null)?;
+                }
+                _ => {}
+            }
+            if let ColumnStorage::Fixed(_) = c.storage {
+                arr = cast_to(arr, self.full.field(p).data_type())?;
+            }
+            cols.push(arr);
+        }
+        let b = batch(&self.schema, cols, n)?;
+        match t.read_valid(rows, stats).await? {
+            Some(valid) if valid.iter().any(|&v| v == 0) => {
+                let keep = BooleanArray::from_iter(valid.iter().map(|&v| Some(v != 0)));
+                arrow::compute::filter_record_batch(&b, &keep)
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))
+            }
+            _ => Ok(b),
+        }
+    }
+}
+
+fn batch(schema: &SchemaRef, cols: Vec<ArrayRef>, n: usize) -> Result<RecordBatch> {
+    RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        cols,
+        &RecordBatchOptions::new().with_row_count(Some(n)),
+    )
+    .map_err(|e| Error::InvalidArgument(format!("building a batch: {e}")))
+}
+
+fn nullif(arr: &ArrayRef, is_null: &BooleanArray) -> Result<ArrayRef> {
+    arrow::compute::nullif(arr, is_null).map_err(|e| Error::InvalidArgument(e.to_string()))
+}
+
+fn cast_to(arr: ArrayRef, t: &DataType) -> Result<ArrayRef> {
+    if arr.data_type() == t {
+        return Ok(arr);
+    }
+    arrow::compute::cast(&arr, t).map_err(|e| Error::InvalidArgument(format!("cast to {t}: {e}")))
+}
+
+/// True where a value equals the CTable sentinel (`spec/stores.md` §5.5).
+fn sentinel_mask(arr: &ArrayRef, v: &serde_json::Value) -> BooleanArray {
+    use arrow::array::AsArray;
+    use arrow::datatypes::*;
+    let nan = v.as_str() == Some("NaN");
+    macro_rules! ints {
+        ($t:ty) => {{
+            let a = arr.as_primitive::<$t>();
+            let s = v.as_f64();
+            BooleanArray::from_iter(a.iter().map(|x| Some(matches!((x, s), (Some(x), Some(s)) if x as f64 == s))))
+        }};
+    }
+    match arr.data_type() {
+        DataType::Float32 => {
+            BooleanArray::from_iter(arr.as_primitive::<Float32Type>().iter().map(|x| {
+                Some(x.is_some_and(|x| {
+                    if nan {
+                        x.is_nan()
+                    } else {
+                        Some(x as f64) == v.as_f64()
+                    }
+                }))
+            }))
+        }
+        DataType::Float64 => {
+            BooleanArray::from_iter(arr.as_primitive::<Float64Type>().iter().map(|x| {
+                Some(x.is_some_and(|x| {
+                    if nan {
+                        x.is_nan()
+                    } else {
+                        Some(x) == v.as_f64()
+                    }
+                }))
+            }))
+        }
+        DataType::Int8 => ints!(Int8Type),
+        DataType::Int16 => ints!(Int16Type),
+        DataType::Int32 => ints!(Int32Type),
+        DataType::Int64 => {
+            let a = arr.as_primitive::<Int64Type>();
+            let s = v.as_i64();
+            BooleanArray::from_iter(a.iter().map(|x| Some(x.is_some() && x == s)))
+        }
+        DataType::UInt8 => ints!(UInt8Type),
+        DataType::UInt16 => ints!(UInt16Type),
+        DataType::UInt32 => ints!(UInt32Type),
+        DataType::UInt64 => {
+            let a = arr.as_primitive::<UInt64Type>();
+            let s = v.as_u64();
+            BooleanArray::from_iter(a.iter().map(|x| Some(x.is_some() && x == s)))
+        }
+        DataType::Timestamp(..) | DataType::Date32 | DataType::Duration(_) => {
+            match arrow::compute::cast(arr, &DataType::Int64) {
+                Ok(a) => sentinel_mask(&a, v),
+                Err(_) => BooleanArray::from(vec![false; arr.len()]),
+            }
+        }
+        DataType::Utf8 => {
+            let s = v.as_str();
+            BooleanArray::from_iter(
+                arr.as_string::<i32>()
+                    .iter()
+                    .map(|x| Some(x.is_some() && x == s)),
+            )
+        }
+        DataType::Binary => {
+            // python-blosc2's default bytes sentinel (JSON holds it base64-encoded).
+            BooleanArray::from_iter(
+                arr.as_binary::<i32>()
+                    .iter()
+                    .map(|x| Some(x == Some(b"__BLOSC2_NULL__".as_slice()))),
+            )
+        }
+        _ => BooleanArray::from(vec![false; arr.len()]),
+    }
+}
+
+/// The `dim_d` coordinate column of a C-ordered box.
+fn dim_column(bx: &[Range<u64>], d: usize, n: usize) -> ArrayRef {
+    let inner: u64 = bx[d + 1..].iter().map(|r| r.end - r.start).product();
+    let len = bx[d].end - bx[d].start;
+    let start = bx[d].start;
+    let vals: Vec<i64> = (0..n as u64)
+        .map(|i| (start + (i / inner.max(1)) % len.max(1)) as i64)
+        .collect();
+    Arc::new(Int64Array::from(vals))
+}
+
+/// Reads a whole dataset as batches (convenience for tests and export).
+///
+/// # Errors
+/// As [`BatchReader::read`].
+pub async fn read_all(ds: Arc<Dataset>, max_rows: u64) -> Result<(Arc<Schema>, Vec<RecordBatch>)> {
+    let shape = match &*ds {
+        Dataset::Array(a) => a.geometry.shape.clone(),
+        Dataset::Table(t) => vec![t.physical_rows],
+    };
+    let units = plan_units(&ds, &Selection::all(&shape), max_rows);
+    let reader = BatchReader::new(Arc::clone(&ds), None);
+    let mut out = Vec::with_capacity(units.len());
+    let mut stats = ReadStats::default();
+    for u in &units {
+        out.push(reader.read(u, &mut stats).await?);
+    }
+    Ok((reader.schema(), out))
+}

@@ -1,0 +1,149 @@
+//! Arrow conversion of every fixture against the writer's values: row counts, the first
+//! values and sums of numeric arrays, every value of every table column.
+
+use crate::containers::arrays;
+use crate::util::fixture;
+use datafusion_blosc2::arrow::array::{Array, AsArray};
+use datafusion_blosc2::arrow::datatypes::*;
+use datafusion_blosc2::arrow_reader::reader::read_all;
+use datafusion_blosc2::dataset::{Dataset, OpenOptions};
+use datafusion_blosc2::io::Location;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+pub async fn open(rel: &str) -> Arc<Dataset> {
+    let loc = Location::local(fixture(rel)).unwrap();
+    Arc::new(
+        Dataset::open(&loc, &OpenOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{rel}: {e}")),
+    )
+}
+
+fn json_of(col: &dyn Array, i: usize) -> Value {
+    if col.is_null(i) {
+        return Value::Null;
+    }
+    match col.data_type() {
+        DataType::Boolean => json!(col.as_boolean().value(i)),
+        DataType::Int8 => json!(col.as_primitive::<Int8Type>().value(i)),
+        DataType::Int16 => json!(col.as_primitive::<Int16Type>().value(i)),
+        DataType::Int32 => json!(col.as_primitive::<Int32Type>().value(i)),
+        DataType::Int64 => json!(col.as_primitive::<Int64Type>().value(i)),
+        DataType::UInt8 => json!(col.as_primitive::<UInt8Type>().value(i)),
+        DataType::UInt16 => json!(col.as_primitive::<UInt16Type>().value(i)),
+        DataType::UInt32 => json!(col.as_primitive::<UInt32Type>().value(i)),
+        DataType::UInt64 => json!(col.as_primitive::<UInt64Type>().value(i)),
+        DataType::Float16 => json!(col.as_primitive::<Float16Type>().value(i).to_f64()),
+        DataType::Float32 => json!(col.as_primitive::<Float32Type>().value(i) as f64),
+        DataType::Float64 => json!(col.as_primitive::<Float64Type>().value(i)),
+        DataType::Utf8 => json!(col.as_string::<i32>().value(i)),
+        DataType::Binary => json!(String::from_utf8_lossy(col.as_binary::<i32>().value(i))),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => {
+            json!(col.as_primitive::<TimestampMillisecondType>().value(i))
+        }
+        other => panic!("no JSON for {other}"),
+    }
+}
+
+fn close(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-6 * x.abs().max(y.abs()).max(1.0),
+        _ => a == b,
+    }
+}
+
+#[tokio::test]
+async fn numeric_arrays_match_head_and_sum() {
+    for (rel, info) in arrays() {
+        let ds = open(&rel).await;
+        let (schema, batches) = read_all(ds, 1 << 20)
+            .await
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        let nitems = info["nitems"].as_u64().unwrap() as usize;
+        let expect_rows = if info["shape"].as_array().unwrap().is_empty() {
+            1
+        } else {
+            nitems
+        };
+        if info["kind"] != "bcolz" || info["shape"].as_array().unwrap().len() == 1 {
+            assert_eq!(rows, expect_rows, "{rel}: rows");
+        }
+        let Some(head) = info
+            .get("head")
+            .filter(|h| !h.as_array().unwrap().is_empty())
+        else {
+            continue;
+        };
+        if info["kind"] == "bcolz" && info["shape"].as_array().unwrap().len() > 1 {
+            continue;
+        }
+        let vi = schema.index_of("value").unwrap();
+        let first = batches.iter().find(|b| b.num_rows() > 0).unwrap();
+        let col = first.column(vi);
+        for (i, want) in head.as_array().unwrap().iter().enumerate() {
+            assert!(
+                close(&json_of(col.as_ref(), i), want),
+                "{rel}: value {i}: {:?} vs {want}",
+                json_of(col.as_ref(), i)
+            );
+        }
+        if let Some(sum) = info.get("sum").and_then(Value::as_f64) {
+            let mut got = 0f64;
+            for b in &batches {
+                let c = b.column(vi);
+                for i in 0..c.len() {
+                    got += json_of(c.as_ref(), i).as_f64().unwrap_or(0.0);
+                }
+            }
+            assert!(
+                (got - sum).abs() <= 1e-6 * sum.abs().max(1.0),
+                "{rel}: sum {got} vs {sum}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn tables_match_every_value() {
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
+            .unwrap();
+    for (rel, t) in v.as_object().unwrap() {
+        let ds = open(rel).await;
+        let (schema, batches) = read_all(ds, 1 << 20)
+            .await
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let order: Vec<&str> = t["order"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap())
+            .collect();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, order, "{rel}: column order");
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(
+            rows as u64,
+            t["nrows"].as_u64().unwrap(),
+            "{rel}: live rows"
+        );
+        for (ci, name) in order.iter().enumerate() {
+            let want = t["columns"][name].as_array().unwrap();
+            let mut k = 0;
+            for b in &batches {
+                let c = b.column(ci);
+                for i in 0..c.len() {
+                    let got = json_of(c.as_ref(), i);
+                    assert!(
+                        close(&got, &want[k]),
+                        "{rel}: {name}[{k}] = {got}, want {}",
+                        want[k]
+                    );
+                    k += 1;
+                }
+            }
+        }
+    }
+}
