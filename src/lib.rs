@@ -8,6 +8,7 @@ pub mod dataset;
 pub mod error;
 pub mod io;
 pub mod msgpack;
+pub mod provider;
 
 pub use arrow;
 pub use error::{Error, ErrorKind, Result};

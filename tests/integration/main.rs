@@ -4,4 +4,5 @@ mod arrow_values;
 mod chunk_compat;
 mod chunk_fixtures;
 mod containers;
+mod sql;
 mod util;

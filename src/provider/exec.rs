@@ -1,0 +1,282 @@
+//! `Blosc2Exec`: the scan node. Each partition reads a contiguous run of scan units (boxes
+//! or row ranges), one batch per unit, sliced to `batch_size`; LIMIT stops it early and
+//! dropping the stream stops all work. Metrics show what was read and skipped.
+
+use crate::array::ndarray::ReadStats;
+use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
+use crate::dataset::Dataset;
+use datafusion::common::Statistics;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::statistics::StatisticsArgs;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::StreamExt;
+use std::fmt;
+use std::sync::Arc;
+
+/// Scan of a Blosc2 dataset.
+#[derive(Debug)]
+pub struct Blosc2Exec {
+    ds: Arc<Dataset>,
+    projection: Option<Vec<usize>>,
+    reader: BatchReader,
+    partitions: Vec<Vec<ScanUnit>>,
+    batch_size: usize,
+    limit: Option<usize>,
+    stats: Statistics,
+    selection: Selection,
+    chunks_total: u64,
+    chunks_selected: u64,
+    metrics: ExecutionPlanMetricsSet,
+    props: Arc<PlanProperties>,
+}
+
+/// Splits `units` into at most `n` contiguous groups of similar row counts.
+fn balance(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
+    let n = n.max(1).min(units.len().max(1));
+    let total: u64 = units.iter().map(ScanUnit::rows).sum();
+    let per = total.div_ceil(n as u64).max(1);
+    let mut out = vec![Vec::new()];
+    let mut acc = 0;
+    for u in units {
+        if acc >= per && out.len() < n {
+            out.push(Vec::new());
+            acc = 0;
+        }
+        acc += u.rows();
+        out.last_mut().expect("non-empty").push(u);
+    }
+    out
+}
+
+impl Blosc2Exec {
+    /// Builds the scan.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        ds: Arc<Dataset>,
+        projection: Option<Vec<usize>>,
+        units: Vec<ScanUnit>,
+        target_partitions: usize,
+        batch_size: usize,
+        limit: Option<usize>,
+        stats: Statistics,
+        selection: Selection,
+    ) -> Self {
+        let reader = BatchReader::new(Arc::clone(&ds), projection.clone());
+        let (chunks_total, chunks_selected) = match &*ds {
+            Dataset::Array(a) => {
+                let mut touched = std::collections::BTreeSet::new();
+                for u in &units {
+                    if let ScanUnit::Box(b) = u {
+                        touched.extend(if a.geometry.ndim() == 0 {
+                            vec![0]
+                        } else {
+                            a.geometry.chunks_in_box(b)
+                        });
+                    }
+                }
+                (a.geometry.nchunks(), touched.len() as u64)
+            }
+            Dataset::Table(_) => (0, 0),
+        };
+        let partitions = balance(units, target_partitions);
+        let props = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(reader.schema()),
+            Partitioning::UnknownPartitioning(partitions.len()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Blosc2Exec {
+            ds,
+            projection,
+            reader,
+            partitions,
+            batch_size: batch_size.max(1),
+            limit,
+            stats,
+            selection,
+            chunks_total,
+            chunks_selected,
+            metrics: ExecutionPlanMetricsSet::new(),
+            props,
+        }
+    }
+
+    /// The selection this scan produces.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+}
+
+impl DisplayAs for Blosc2Exec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let units: usize = self.partitions.iter().map(Vec::len).sum();
+        write!(
+            f,
+            "Blosc2Exec: source={}, partitions={}, units={units}, chunks={}/{} (pruned {})",
+            self.ds.display(),
+            self.partitions.len(),
+            self.chunks_selected,
+            self.chunks_total,
+            self.chunks_total - self.chunks_selected
+        )?;
+        if self.selection.dims.iter().any(|d| d.len() != 1)
+            || self.stats.num_rows.get_value().is_some()
+        {
+            let sel: Vec<String> = self
+                .selection
+                .dims
+                .iter()
+                .map(|d| format!("{d:?}"))
+                .collect();
+            write!(f, ", selection=[{}]", sel.join(" x "))?;
+        }
+        if let Some(l) = self.limit {
+            write!(f, ", limit={l}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for Blosc2Exec {
+    fn name(&self) -> &str {
+        "Blosc2Exec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    #[allow(deprecated)]
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            Err(DataFusionError::Internal(
+                "Blosc2Exec has no children".into(),
+            ))
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let units = self.partitions.get(partition).cloned().unwrap_or_default();
+        let reader = self.reader.clone();
+        let m = &self.metrics;
+        let chunks_read = MetricBuilder::new(m).counter("chunks_read", partition);
+        let chunks_special = MetricBuilder::new(m).counter("chunks_special", partition);
+        let blocks_decoded = MetricBuilder::new(m).counter("blocks_decoded", partition);
+        let blocks_skipped = MetricBuilder::new(m).counter("blocks_skipped", partition);
+        let bytes_fetched = MetricBuilder::new(m).counter("bytes_fetched", partition);
+        let decode_time = MetricBuilder::new(m).subset_time("read_decode_time", partition);
+        if partition == 0 {
+            MetricBuilder::new(m)
+                .counter("chunks_total", 0)
+                .add(self.chunks_total as usize);
+            MetricBuilder::new(m)
+                .counter("chunks_pruned", 0)
+                .add((self.chunks_total - self.chunks_selected) as usize);
+        }
+        let batch_size = self.batch_size;
+        let limit = self.limit;
+        let stream =
+            futures::stream::unfold((units.into_iter(), 0usize), move |(mut it, produced)| {
+                let reader = reader.clone();
+                let (cr, cs, bd, bs, bf, dt) = (
+                    chunks_read.clone(),
+                    chunks_special.clone(),
+                    blocks_decoded.clone(),
+                    blocks_skipped.clone(),
+                    bytes_fetched.clone(),
+                    decode_time.clone(),
+                );
+                async move {
+                    if limit.is_some_and(|l| produced >= l) {
+                        return None;
+                    }
+                    let unit = it.next()?;
+                    let mut st = ReadStats::default();
+                    let timer = dt.timer();
+                    let res = reader.read(&unit, &mut st).await;
+                    timer.done();
+                    cr.add(st.chunks_read as usize);
+                    cs.add(st.chunks_special as usize);
+                    bd.add(st.blocks_decoded as usize);
+                    bs.add(st.blocks_skipped as usize);
+                    bf.add(st.bytes_fetched as usize);
+                    match res {
+                        Ok(b) => {
+                            let take =
+                                limit.map_or(b.num_rows(), |l| (l - produced).min(b.num_rows()));
+                            let b = b.slice(0, take);
+                            let pieces: Vec<Result<_>> = (0..b.num_rows().max(1))
+                                .step_by(batch_size)
+                                .map(|o| Ok(b.slice(o, batch_size.min(b.num_rows() - o))))
+                                .collect();
+                            Some((futures::stream::iter(pieces), (it, produced + take)))
+                        }
+                        Err(e) => Some((
+                            futures::stream::iter(vec![Err(super::to_df(e))]),
+                            (Vec::new().into_iter(), produced),
+                        )),
+                    }
+                }
+            })
+            .flatten()
+            .filter(|r| futures::future::ready(!matches!(r, Ok(b) if b.num_rows() == 0)));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.reader.schema(),
+            stream,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        if args.partition().is_some() && self.partitions.len() > 1 {
+            return Ok(Arc::new(Statistics::new_unknown(&self.reader.schema())));
+        }
+        let mut s = self.stats.clone();
+        if let Some(p) = &self.projection {
+            s = s.project(Some(p));
+        }
+        if let Some(l) = self.limit {
+            s = s.with_fetch(Some(l), 0, 1)?;
+        }
+        Ok(Arc::new(s))
+    }
+
+    fn supports_limit_pushdown(&self) -> bool {
+        true
+    }
+}

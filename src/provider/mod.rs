@@ -1,0 +1,20 @@
+//! L5: DataFusion. The only module that names DataFusion types: the table provider and its
+//! scan, filter pushdown, `STORED AS BLOSC2`, and the `SessionContext` extension.
+
+pub mod exec;
+pub mod pushdown;
+pub mod session;
+pub mod table;
+
+pub use exec::Blosc2Exec;
+pub use session::{
+    Blosc2Options, Blosc2SessionExt, Blosc2TableFactory, Blosc2UrlTableFactory, resolve_location,
+};
+pub use table::Blosc2Table;
+
+use datafusion::error::DataFusionError;
+
+/// Wraps a crate error for DataFusion (keeps it as the source).
+pub fn to_df(e: crate::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}

@@ -1,0 +1,210 @@
+//! Turns filter expressions on `dim_k` columns into a [`Selection`]: per dimension, a set of
+//! sorted disjoint index ranges. `=`, `<`, `<=`, `>`, `>=`, `BETWEEN`, `IN`, `AND` and `OR`
+//! (within one dimension) are understood; those filters are then reported Exact, because
+//! the scan yields exactly the rows of the selection. Anything else is left to DataFusion.
+
+use crate::arrow_reader::reader::Selection;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
+use std::ops::Range;
+
+/// Per-dimension constraint: sorted disjoint ranges.
+type Ranges = Vec<Range<u64>>;
+
+fn normalize(mut v: Ranges) -> Ranges {
+    v.retain(|r| r.start < r.end);
+    v.sort_by_key(|r| r.start);
+    let mut out: Ranges = Vec::with_capacity(v.len());
+    for r in v {
+        match out.last_mut() {
+            Some(l) if r.start <= l.end => l.end = l.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+fn intersect(a: &Ranges, b: &Ranges) -> Ranges {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            let s = x.start.max(y.start);
+            let e = x.end.min(y.end);
+            if s < e {
+                out.push(s..e);
+            }
+        }
+    }
+    normalize(out)
+}
+
+fn int_literal(e: &Expr) -> Option<i128> {
+    match e {
+        Expr::Literal(v, _) => match v {
+            ScalarValue::Int8(Some(x)) => Some(*x as i128),
+            ScalarValue::Int16(Some(x)) => Some(*x as i128),
+            ScalarValue::Int32(Some(x)) => Some(*x as i128),
+            ScalarValue::Int64(Some(x)) => Some(*x as i128),
+            ScalarValue::UInt8(Some(x)) => Some(*x as i128),
+            ScalarValue::UInt16(Some(x)) => Some(*x as i128),
+            ScalarValue::UInt32(Some(x)) => Some(*x as i128),
+            ScalarValue::UInt64(Some(x)) => Some(*x as i128),
+            _ => None,
+        },
+        Expr::Cast(c) => int_literal(&c.expr),
+        Expr::TryCast(c) => int_literal(&c.expr),
+        _ => None,
+    }
+}
+
+/// The dimension a column expression names (`dim_k`, possibly behind a cast).
+fn dim_of(e: &Expr, ndim: usize) -> Option<usize> {
+    match e {
+        Expr::Column(c) => c
+            .name
+            .strip_prefix("dim_")
+            .and_then(|k| k.parse::<usize>().ok())
+            .filter(|&k| k < ndim),
+        Expr::Cast(c) => dim_of(&c.expr, ndim),
+        Expr::TryCast(c) => dim_of(&c.expr, ndim),
+        _ => None,
+    }
+}
+
+fn clamp(lo: i128, hi_excl: i128, extent: u64) -> Ranges {
+    let lo = lo.max(0);
+    let hi = hi_excl.min(extent as i128);
+    if lo < hi {
+        vec![lo as u64..hi as u64]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The constraint `e` puts on one dimension, or `None` when it is not such a constraint.
+fn constraint(e: &Expr, shape: &[u64]) -> Option<(usize, Ranges)> {
+    let nd = shape.len();
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
+            Operator::And => {
+                let (a, ra) = constraint(left, shape)?;
+                let (b, rb) = constraint(right, shape)?;
+                (a == b).then(|| (a, intersect(&ra, &rb)))
+            }
+            Operator::Or => {
+                let (a, mut ra) = constraint(left, shape)?;
+                let (b, rb) = constraint(right, shape)?;
+                (a == b).then(|| {
+                    ra.extend(rb);
+                    (a, normalize(ra))
+                })
+            }
+            _ => {
+                let (d, v, op) = match (
+                    dim_of(left, nd),
+                    int_literal(right),
+                    dim_of(right, nd),
+                    int_literal(left),
+                ) {
+                    (Some(d), Some(v), _, _) => (d, v, *op),
+                    (_, _, Some(d), Some(v)) => (d, v, op.swap()?),
+                    _ => return None,
+                };
+                let ext = shape[d];
+                let r = match op {
+                    Operator::Eq => clamp(v, v + 1, ext),
+                    Operator::Lt => clamp(0, v, ext),
+                    Operator::LtEq => clamp(0, v + 1, ext),
+                    Operator::Gt => clamp(v + 1, ext as i128, ext),
+                    Operator::GtEq => clamp(v, ext as i128, ext),
+                    Operator::NotEq => {
+                        normalize([clamp(0, v, ext), clamp(v + 1, ext as i128, ext)].concat())
+                    }
+                    _ => return None,
+                };
+                Some((d, r))
+            }
+        },
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) => {
+            let d = dim_of(expr, nd)?;
+            let (lo, hi) = (int_literal(low)?, int_literal(high)?);
+            Some((d, clamp(lo, hi + 1, shape[d])))
+        }
+        Expr::InList(il) if !il.negated => {
+            let d = dim_of(&il.expr, nd)?;
+            let mut v = Vec::new();
+            for item in &il.list {
+                let x = int_literal(item)?;
+                v.extend(clamp(x, x + 1, shape[d]));
+            }
+            Some((d, normalize(v)))
+        }
+        _ => None,
+    }
+}
+
+/// True when `filter` is a dimension constraint this module turns into a selection.
+pub fn is_exact(filter: &Expr, shape: &[u64]) -> bool {
+    split_and(filter)
+        .iter()
+        .all(|f| constraint(f, shape).is_some())
+}
+
+fn split_and(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::And,
+            right,
+        }) => {
+            let mut v = split_and(left);
+            v.extend(split_and(right));
+            v
+        }
+        e => vec![e],
+    }
+}
+
+/// The selection of all conjuncts of `filters` that are dimension constraints.
+pub fn selection(filters: &[Expr], shape: &[u64]) -> Selection {
+    let mut sel = Selection::all(shape);
+    for f in filters {
+        for c in split_and(f) {
+            if let Some((d, r)) = constraint(c, shape) {
+                sel.dims[d] = intersect(&sel.dims[d], &r);
+            }
+        }
+    }
+    sel
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::logical_expr::{col, lit};
+
+    #[test]
+    fn ranges_from_expressions() {
+        let shape = [100u64, 50];
+        let f = col("dim_0")
+            .gt_eq(lit(10i64))
+            .and(col("dim_0").lt(lit(20i64)));
+        assert_eq!(selection(&[f], &shape).dims[0], vec![10..20]);
+        let f = col("dim_1")
+            .eq(lit(3i64))
+            .or(col("dim_1").between(lit(40i64), lit(60i64)));
+        assert_eq!(selection(&[f], &shape).dims[1], vec![3..4, 40..50]);
+        let f = col("dim_0").in_list(vec![lit(5i64), lit(7i64), lit(6i64), lit(500i64)], false);
+        assert_eq!(selection(&[f], &shape).dims[0], vec![5..8]);
+        assert!(!is_exact(
+            &col("dim_0").eq(lit(1i64)).or(col("dim_1").eq(lit(2i64))),
+            &shape
+        ));
+        assert!(!is_exact(&col("value").gt(lit(1i64)), &shape));
+    }
+}

@@ -1,0 +1,191 @@
+//! How users reach the provider: [`Blosc2SessionExt`] (`register_blosc2`, `read_blosc2`,
+//! `enable_blosc2`), [`Blosc2TableFactory`] for `CREATE EXTERNAL TABLE … STORED AS BLOSC2`,
+//! and [`Blosc2UrlTableFactory`] for `SELECT * FROM 'path.b2nd'`.
+//!
+//! Locations with a scheme (`s3://bucket/x.b2nd`, `http://host/x.b2nd`, `memory:///x`)
+//! use the object store registered in the session's runtime; plain paths are local files.
+
+use super::table::Blosc2Table;
+use super::to_df;
+use crate::array::dtype::DType;
+use crate::dataset::{Dataset, OpenOptions};
+use crate::io::Location;
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider, TableProviderFactory, UrlTableFactory};
+use datafusion::dataframe::DataFrame;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::logical_expr::CreateExternalTable;
+use datafusion::prelude::SessionContext;
+use std::sync::Arc;
+
+/// Options for opening a container as a table.
+#[derive(Debug, Clone, Default)]
+pub struct Blosc2Options {
+    /// Element type override as a NumPy dtype string (e.g. `<f4`).
+    pub dtype: Option<String>,
+}
+
+impl Blosc2Options {
+    /// Sets the element type override.
+    pub fn with_dtype(mut self, dtype: impl Into<String>) -> Self {
+        self.dtype = Some(dtype.into());
+        self
+    }
+
+    fn open_options(&self) -> Result<OpenOptions> {
+        let dtype = match &self.dtype {
+            Some(s) => Some(
+                DType::parse(s)
+                    .map_err(|e| DataFusionError::Configuration(format!("dtype {s:?}: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(OpenOptions { dtype })
+    }
+}
+
+/// Resolves a location string against the runtime's object stores.
+///
+/// # Errors
+/// An unparsable URL or a scheme with no registered store.
+pub fn resolve_location(runtime: &RuntimeEnv, s: &str) -> Result<Location> {
+    if let Some((scheme, _)) = s.split_once("://")
+        && scheme != "file"
+    {
+        let url =
+            url::Url::parse(s).map_err(|e| DataFusionError::Configuration(format!("{s}: {e}")))?;
+        let base = ObjectStoreUrl::parse(format!(
+            "{}://{}",
+            url.scheme(),
+            &url[url::Position::BeforeHost..url::Position::AfterPort]
+        ))?;
+        let store = runtime.object_store(&base)?;
+        let path = object_store::path::Path::from_url_path(url.path())
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        return Ok(Location::new(store, path, s));
+    }
+    let local = s.strip_prefix("file://").unwrap_or(s);
+    Location::local(local).map_err(to_df)
+}
+
+/// Opens `location` as a [`Blosc2Table`].
+///
+/// # Errors
+/// Container errors as DataFusion errors.
+pub async fn open_table(
+    runtime: &RuntimeEnv,
+    location: &str,
+    opts: &Blosc2Options,
+) -> Result<Blosc2Table> {
+    let loc = resolve_location(runtime, location)?;
+    let ds = Dataset::open(&loc, &opts.open_options()?)
+        .await
+        .map_err(to_df)?;
+    Ok(Blosc2Table::new(ds))
+}
+
+/// `CREATE EXTERNAL TABLE t STORED AS BLOSC2 LOCATION '…' [OPTIONS ('dtype' '<f4')]`.
+#[derive(Debug, Default)]
+pub struct Blosc2TableFactory;
+
+#[async_trait]
+impl TableProviderFactory for Blosc2TableFactory {
+    async fn create(
+        &self,
+        state: &dyn Session,
+        cmd: &CreateExternalTable,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let location = match cmd.locations.as_slice() {
+            [one] => one,
+            [] => {
+                return Err(DataFusionError::Plan(
+                    "STORED AS BLOSC2 needs a LOCATION".into(),
+                ));
+            }
+            _ => {
+                return Err(DataFusionError::NotImplemented(
+                    "several LOCATIONs for one BLOSC2 table".into(),
+                ));
+            }
+        };
+        let dtype = cmd
+            .options
+            .iter()
+            .find(|(k, _)| k.rsplit('.').next() == Some("dtype"))
+            .map(|(_, v)| v.clone());
+        let table = open_table(state.runtime_env(), location, &Blosc2Options { dtype }).await?;
+        Ok(Arc::new(table))
+    }
+}
+
+/// Lets `SELECT * FROM 'data/x.b2nd'` open a container by its quoted path.
+#[derive(Debug)]
+pub struct Blosc2UrlTableFactory {
+    runtime: Arc<RuntimeEnv>,
+}
+
+#[async_trait]
+impl UrlTableFactory for Blosc2UrlTableFactory {
+    async fn try_new(&self, url: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let loc = resolve_location(&self.runtime, url)?;
+        match Dataset::open(&loc, &OpenOptions::default()).await {
+            Ok(ds) => Ok(Some(Arc::new(Blosc2Table::new(ds)))),
+            Err(e) if e.kind() == crate::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(to_df(e)),
+        }
+    }
+}
+
+/// Blosc2 methods on [`SessionContext`].
+#[async_trait]
+pub trait Blosc2SessionExt {
+    /// Registers the container at `location` as table `name`.
+    async fn register_blosc2(&self, name: &str, location: &str, opts: Blosc2Options) -> Result<()>;
+    /// Opens the container at `location` as a DataFrame.
+    async fn read_blosc2(&self, location: &str, opts: Blosc2Options) -> Result<DataFrame>;
+    /// Installs `STORED AS BLOSC2` in this session.
+    fn enable_blosc2(&self);
+    /// Returns a context where quoted paths in FROM open containers directly.
+    fn with_blosc2_url_tables(self) -> SessionContext;
+}
+
+#[async_trait]
+impl Blosc2SessionExt for SessionContext {
+    async fn register_blosc2(&self, name: &str, location: &str, opts: Blosc2Options) -> Result<()> {
+        let t = open_table(&self.runtime_env(), location, &opts).await?;
+        self.register_table(name, Arc::new(t))?;
+        Ok(())
+    }
+
+    async fn read_blosc2(&self, location: &str, opts: Blosc2Options) -> Result<DataFrame> {
+        let t = open_table(&self.runtime_env(), location, &opts).await?;
+        self.read_table(Arc::new(t))
+    }
+
+    fn enable_blosc2(&self) {
+        self.state_ref()
+            .write()
+            .table_factories_mut()
+            .insert("BLOSC2".into(), Arc::new(Blosc2TableFactory));
+    }
+
+    fn with_blosc2_url_tables(self) -> SessionContext {
+        use datafusion::catalog::DynamicFileCatalog;
+        let state = self.state();
+        let list = Arc::new(DynamicFileCatalog::new(
+            Arc::clone(state.catalog_list()),
+            Arc::new(Blosc2UrlTableFactory {
+                runtime: Arc::clone(state.runtime_env()),
+            }),
+        ));
+        let ctx: SessionContext =
+            datafusion::execution::SessionStateBuilder::new_from_existing(state)
+                .with_catalog_list(list)
+                .build()
+                .into();
+        ctx.enable_blosc2();
+        ctx
+    }
+}

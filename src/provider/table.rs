@@ -1,0 +1,153 @@
+//! `Blosc2Table`: a DataFusion [`TableProvider`] over any opened [`Dataset`].
+//!
+//! `scan` turns dimension filters into a [`Selection`] (Exact pushdown), plans scan units
+//! and spreads them over `target_partitions`; statistics give exact row counts and exact
+//! `dim_k` ranges, so `count(*)` and `min(dim_0)` need no decompression.
+
+use super::exec::Blosc2Exec;
+use super::pushdown;
+use crate::arrow_reader::reader::{Selection, plan_units};
+use crate::arrow_reader::schema::dataset_schema;
+use crate::dataset::Dataset;
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
+use datafusion::common::{ColumnStatistics, ScalarValue, Statistics};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use std::sync::Arc;
+
+/// A Blosc2 / bcolz container as a DataFusion table.
+#[derive(Debug, Clone)]
+pub struct Blosc2Table {
+    ds: Arc<Dataset>,
+    schema: SchemaRef,
+}
+
+impl Blosc2Table {
+    /// Wraps an opened dataset.
+    pub fn new(ds: Dataset) -> Self {
+        let schema = Arc::new(dataset_schema(&ds));
+        Blosc2Table {
+            ds: Arc::new(ds),
+            schema,
+        }
+    }
+
+    /// The dataset.
+    pub fn dataset(&self) -> &Arc<Dataset> {
+        &self.ds
+    }
+
+    /// Shape used for selections: the array shape, or `[physical rows]` for tables.
+    pub fn selection_shape(&self) -> Vec<u64> {
+        match &*self.ds {
+            Dataset::Array(a) => a.geometry.shape.clone(),
+            Dataset::Table(t) => vec![t.physical_rows],
+        }
+    }
+
+    fn dim_shape(&self) -> Vec<u64> {
+        match &*self.ds {
+            Dataset::Array(a) => a.geometry.shape.clone(),
+            Dataset::Table(_) => Vec::new(),
+        }
+    }
+
+    /// Statistics of a selection: exact rows (arrays) and exact dim ranges.
+    pub fn statistics_for(&self, sel: &Selection) -> Statistics {
+        let mut cols: Vec<ColumnStatistics> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|_| ColumnStatistics::new_unknown())
+            .collect();
+        let rows = match &*self.ds {
+            Dataset::Array(a) => {
+                for d in 0..a.geometry.ndim() {
+                    let r = &sel.dims[d];
+                    if let (Some(first), Some(last)) = (r.first(), r.last()) {
+                        cols[d] = ColumnStatistics::new_unknown()
+                            .with_min_value(Precision::Exact(ScalarValue::Int64(Some(
+                                first.start as i64,
+                            ))))
+                            .with_max_value(Precision::Exact(ScalarValue::Int64(Some(
+                                last.end as i64 - 1,
+                            ))))
+                            .with_null_count(Precision::Exact(0));
+                    }
+                }
+                if a.geometry.ndim() == 0 { 1 } else { sel.len() }
+            }
+            Dataset::Table(t) => t.live_rows,
+        };
+        Statistics {
+            num_rows: Precision::Exact(rows as usize),
+            total_byte_size: Precision::Absent,
+            column_statistics: cols,
+        }
+    }
+}
+
+#[async_trait]
+impl TableProvider for Blosc2Table {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        let shape = self.dim_shape();
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if !shape.is_empty() && pushdown::is_exact(f, &shape) {
+                    TableProviderFilterPushDown::Exact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        Some(self.statistics_for(&Selection::all(&self.selection_shape())))
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let shape = self.selection_shape();
+        let sel = match &*self.ds {
+            Dataset::Array(_) => pushdown::selection(filters, &shape),
+            Dataset::Table(_) => Selection::all(&shape),
+        };
+        let cfg = state.config();
+        let batch_size = cfg.batch_size();
+        let units = plan_units(&self.ds, &sel, (batch_size as u64).max(8192) * 8);
+        let stats = self.statistics_for(&sel);
+        Ok(Arc::new(Blosc2Exec::new(
+            Arc::clone(&self.ds),
+            projection.cloned(),
+            units,
+            cfg.target_partitions(),
+            batch_size,
+            limit,
+            stats,
+            sel,
+        )))
+    }
+}
