@@ -49,10 +49,10 @@ impl Dataset {
                         NdArray::open_frame(loc, opts.dtype.clone()).await?,
                     ));
                 }
-                Err(Error::unsupported(
-                    loc.display(),
-                    "not a Blosc2 frame (no \"b2frame\" magic) nor a .b2z zip store",
-                ))
+                Err(Error::NotAContainer {
+                    path: loc.display().to_string(),
+                    what: "no \"b2frame\" magic and not a .b2z zip store".into(),
+                })
             }
             None => {
                 let has = |name: &str| {
@@ -84,10 +84,10 @@ impl Dataset {
                         what: "no file or non-empty directory".into(),
                     });
                 }
-                Err(Error::unsupported(
-                    loc.display(),
-                    "directory is none of: sparse frame (chunks.b2frame), bcolz ctable (__rootdirs__), bcolz carray (meta/sizes), CTable (_meta.b2f)",
-                ))
+                Err(Error::NotAContainer {
+                    path: loc.display().to_string(),
+                    what: "directory is none of: sparse frame (chunks.b2frame), bcolz ctable (__rootdirs__), bcolz carray (meta/sizes), CTable (_meta.b2f)".into(),
+                })
             }
         }
     }

@@ -22,6 +22,8 @@ pub enum ErrorKind {
     LimitExceeded,
     /// The caller asked for something impossible.
     InvalidArgument,
+    /// The location holds something that is not a Blosc2 / bcolz container at all.
+    NotAContainer,
 }
 
 /// Any failure of this crate.
@@ -79,6 +81,14 @@ pub enum Error {
     /// The caller asked for something impossible.
     #[error("{0}")]
     InvalidArgument(String),
+    /// Not a container this crate reads (wrong magic, unknown directory layout).
+    #[error("{path}: not a Blosc2 or bcolz container: {what}")]
+    NotAContainer {
+        /// The location.
+        path: String,
+        /// What was looked for.
+        what: String,
+    },
 }
 
 impl Error {
@@ -90,6 +100,7 @@ impl Error {
             Error::Corrupt { .. } => ErrorKind::Corrupt,
             Error::Unsupported { .. } => ErrorKind::Unsupported,
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::NotAContainer { .. } => ErrorKind::NotAContainer,
             Error::Chunk { source, .. } => match source {
                 ChunkError::Unsupported(_) => ErrorKind::Unsupported,
                 ChunkError::LimitExceeded { .. } => ErrorKind::LimitExceeded,

@@ -132,7 +132,14 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
         let loc = resolve_location(&self.runtime, url)?;
         match Dataset::open(&loc, &OpenOptions::default()).await {
             Ok(ds) => Ok(Some(Arc::new(Blosc2Table::new(ds)))),
-            Err(e) if e.kind() == crate::ErrorKind::NotFound => Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    crate::ErrorKind::NotFound | crate::ErrorKind::NotAContainer
+                ) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(to_df(e)),
         }
     }
