@@ -5,6 +5,7 @@ pub mod arrow_reader;
 pub mod chunk;
 pub mod container;
 pub mod dataset;
+pub mod describe;
 pub mod error;
 pub mod io;
 pub mod msgpack;

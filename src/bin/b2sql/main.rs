@@ -1,1 +1,268 @@
-fn main() {}
+//! `b2sql`: SQL over Blosc2 frames, b2nd arrays, CTables and bcolz directories.
+//!
+//! Commands: `query` (or an interactive prompt), `export` (to Parquet), `schema`,
+//! `inspect`, and `decode` (one raw chunk to raw bytes). Errors are printed as one or two
+//! lines on stderr with exit code 1 (2 for usage errors).
+
+mod output;
+mod repl;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_blosc2::dataset::{Dataset, OpenOptions};
+use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt, resolve_location};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// SQL over compressed Blosc2 and bcolz data.
+#[derive(Parser)]
+#[command(name = "b2sql", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run SQL (or open a prompt when no SQL is given and stdin is a terminal).
+    Query {
+        /// Register a table: NAME=PATH (any container kind). Repeatable.
+        #[arg(short = 't', long = "table", value_name = "NAME=PATH")]
+        tables: Vec<String>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Write the result to FILE instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The SQL to run (several statements separated by ';'). Read from stdin when absent
+        /// and stdin is not a terminal.
+        sql: Option<String>,
+    },
+    /// Write the table PATH maps to as Parquet (streaming).
+    Export {
+        /// Container to export.
+        path: String,
+        /// Parquet file to write.
+        out: PathBuf,
+        /// Parquet compression.
+        #[arg(long, value_enum, default_value_t = Compression::Zstd)]
+        compression: Compression,
+        /// Rows per row group.
+        #[arg(long, default_value_t = 1_048_576)]
+        row_group_size: usize,
+        /// Element type override (NumPy dtype string, e.g. '<f4').
+        #[arg(long)]
+        dtype: Option<String>,
+    },
+    /// Print the Arrow schema and the user attributes.
+    Schema {
+        /// Container.
+        path: String,
+        /// Element type override.
+        #[arg(long)]
+        dtype: Option<String>,
+    },
+    /// Describe a container: kind, codec, filters, geometry, sizes, attributes.
+    Inspect {
+        /// Container.
+        path: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Element type override.
+        #[arg(long)]
+        dtype: Option<String>,
+    },
+    /// Decode one raw Blosc1/Blosc2 chunk file to its raw bytes.
+    Decode {
+        /// File holding exactly one chunk.
+        chunk: PathBuf,
+        /// Where to write the decoded bytes.
+        out: PathBuf,
+    },
+}
+
+/// Output formats of `query`.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum Format {
+    /// Aligned text table.
+    Table,
+    /// CSV with a header row.
+    Csv,
+    /// A JSON array of objects.
+    Json,
+    /// One JSON object per line.
+    Ndjson,
+    /// Parquet (needs --output or a redirected stdout).
+    Parquet,
+    /// Arrow IPC stream.
+    Arrow,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Compression {
+    Zstd,
+    Snappy,
+    None,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A user-facing error: one line, plus the first distinct cause.
+type CliResult<T = ()> = Result<T, String>;
+
+fn msg(e: impl std::fmt::Display) -> String {
+    let s = e.to_string();
+    // DataFusion wraps our errors as "External error: …"; users don't need that prefix.
+    s.strip_prefix("External error: ").unwrap_or(&s).to_string()
+}
+
+fn context() -> SessionContext {
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true))
+        .with_blosc2_url_tables();
+    ctx.enable_blosc2();
+    ctx
+}
+
+fn opts(dtype: Option<String>) -> Blosc2Options {
+    Blosc2Options { dtype }
+}
+
+async fn open(ctx: &SessionContext, path: &str, dtype: Option<String>) -> CliResult<Dataset> {
+    let od = match dtype {
+        Some(s) => Some(
+            datafusion_blosc2::array::dtype::DType::parse(&s)
+                .map_err(|e| format!("--dtype {s:?}: {e}"))?,
+        ),
+        None => None,
+    };
+    let loc = resolve_location(&ctx.runtime_env(), path).map_err(msg)?;
+    Dataset::open(&loc, &OpenOptions { dtype: od })
+        .await
+        .map_err(msg)
+}
+
+async fn run(cli: Cli) -> CliResult {
+    match cli.command {
+        Command::Decode { chunk, out } => {
+            let buf = std::fs::read(&chunk).map_err(|e| format!("{}: {e}", chunk.display()))?;
+            let bytes = datafusion_blosc2::chunk::decode_chunk(&buf)
+                .map_err(|e| format!("{}: {e}", chunk.display()))?;
+            std::fs::write(&out, bytes).map_err(|e| format!("{}: {e}", out.display()))
+        }
+        Command::Inspect { path, json, dtype } => {
+            let ctx = context();
+            let ds = open(&ctx, &path, dtype).await?;
+            let d = datafusion_blosc2::describe::describe(&ds);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&d).map_err(msg)?);
+            } else {
+                output::print_description(&d, 0);
+            }
+            Ok(())
+        }
+        Command::Schema { path, dtype } => {
+            let ctx = context();
+            let ds = open(&ctx, &path, dtype).await?;
+            let schema = datafusion_blosc2::arrow_reader::schema::dataset_schema(&ds);
+            for f in schema.fields() {
+                println!(
+                    "{}: {}{}",
+                    f.name(),
+                    f.data_type(),
+                    if f.is_nullable() { "" } else { " not null" }
+                );
+            }
+            println!("attributes: {}", ds.attributes_json());
+            Ok(())
+        }
+        Command::Export {
+            path,
+            out,
+            compression,
+            row_group_size,
+            dtype,
+        } => {
+            let ctx = context();
+            let df = ctx.read_blosc2(&path, opts(dtype)).await.map_err(msg)?;
+            let mut popts = datafusion::config::TableParquetOptions::default();
+            popts.global.compression = Some(match compression {
+                Compression::Zstd => "zstd(3)".into(),
+                Compression::Snappy => "snappy".into(),
+                Compression::None => "uncompressed".into(),
+            });
+            popts.global.max_row_group_size = row_group_size.max(1);
+            let progress = std::io::stderr().is_terminal();
+            if progress {
+                eprint!("exporting {path} → {} …", out.display());
+            }
+            let res = df
+                .write_parquet(
+                    &out.to_string_lossy(),
+                    DataFrameWriteOptions::new().with_single_file_output(true),
+                    Some(popts),
+                )
+                .await
+                .map_err(msg)?;
+            let rows: u64 = res.iter().map(|b| output::count_of(b)).sum();
+            if progress {
+                eprintln!(" done");
+            }
+            eprintln!("wrote {rows} rows to {}", out.display());
+            Ok(())
+        }
+        Command::Query {
+            tables,
+            format,
+            output,
+            sql,
+        } => {
+            let ctx = context();
+            for t in &tables {
+                let (name, path) = t
+                    .split_once('=')
+                    .ok_or_else(|| format!("-t {t:?}: expected NAME=PATH"))?;
+                ctx.register_blosc2(name, path, Blosc2Options::default())
+                    .await
+                    .map_err(msg)?;
+            }
+            let sql = match sql {
+                Some(s) => s,
+                None if std::io::stdin().is_terminal() => return repl::run(&ctx, format).await,
+                None => {
+                    let mut s = String::new();
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(msg)?;
+                    s
+                }
+            };
+            let mut out = output::Sink::open(output.as_deref(), format)?;
+            for stmt in repl::split_statements(&sql) {
+                let batches = output::run_sql(&ctx, &stmt).await?;
+                out.write(&batches)?;
+            }
+            out.finish()
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! What `b2sql inspect` shows: a JSON description of a dataset's container and layout.
+
+use crate::array::ndarray::{ArrayKind, ChunkSource, NdArray};
+use crate::array::table::{ColumnStorage, NullRule, Table};
+use crate::dataset::Dataset;
+use serde_json::{Value, json};
+
+fn array_json(a: &NdArray) -> Value {
+    let g = &a.geometry;
+    let mut v = json!({
+        "kind": match a.kind { ArrayKind::B2nd => "b2nd array", ArrayKind::SChunk => "super-chunk", ArrayKind::Bcolz => "bcolz carray" },
+        "path": a.display(),
+        "dtype": a.stored_dtype.clone().unwrap_or_else(|| format!("{:?}", a.dtype)),
+        "itemsize": a.itemsize(),
+        "shape": g.shape,
+        "chunkshape": g.chunkshape,
+        "blockshape": g.blockshape,
+        "nchunks": g.nchunks(),
+        "attributes": a.attributes_json(),
+    });
+    match &a.source {
+        ChunkSource::Frame(f) => {
+            let h = f.header();
+            let nbytes = h.nbytes;
+            let cbytes = h.cbytes;
+            v["format"] = json!(if f.is_sparse() {
+                "sparse frame"
+            } else {
+                "contiguous frame"
+            });
+            v["frame_version"] = json!(h.version());
+            v["codec"] = json!(h.codec_name());
+            v["clevel"] = json!(h.clevel());
+            v["filters"] = json!(h.filter_names());
+            v["typesize"] = json!(h.typesize);
+            v["chunksize"] = json!(h.chunksize);
+            v["blocksize"] = json!(h.blocksize);
+            v["special_chunks"] = json!(f.nspecial_offsets());
+            v["nbytes"] = json!(nbytes);
+            v["cbytes"] = json!(cbytes);
+            v["ratio"] = json!(if cbytes > 0 {
+                (nbytes as f64 / cbytes as f64 * 100.0).round() / 100.0
+            } else {
+                0.0
+            });
+            v["metalayers"] = json!(
+                f.metalayers()
+                    .iter()
+                    .map(|m| m.name.clone())
+                    .collect::<Vec<_>>()
+            );
+        }
+        ChunkSource::Bcolz(c) => {
+            v["format"] = json!("bcolz rootdir");
+            v["cparams"] = c.cparams.clone();
+            v["chunklen"] = json!(c.chunklen);
+            v["nbytes"] = json!(g.nitems() * a.itemsize() as u64);
+        }
+    }
+    v
+}
+
+fn table_json(t: &Table) -> Value {
+    let cols: Vec<Value> = t
+        .columns
+        .iter()
+        .map(|c| {
+            let storage = match &c.storage {
+                ColumnStorage::Fixed(a) => array_json(a),
+                ColumnStorage::Utf8 { offsets, data } => json!({"offsets": array_json(offsets), "data": array_json(data)}),
+            };
+            json!({
+                "name": c.name,
+                "kind": c.kind,
+                "nulls": match &c.nulls { NullRule::None => json!(null), NullRule::Mask(Some(_)) => json!("mask"), NullRule::Mask(None) => json!("mask (no sidecar: none null)"), NullRule::Sentinel(v) => json!({"sentinel": v}) },
+                "storage": storage,
+            })
+        })
+        .collect();
+    json!({
+        "kind": match t.kind { crate::array::table::TableKind::Bcolz => "bcolz ctable", crate::array::table::TableKind::CTable => "python-blosc2 CTable" },
+        "path": t.display(),
+        "rows": t.live_rows,
+        "physical_rows": t.physical_rows,
+        "columns": cols,
+        "schema": t.schema_json,
+        "attributes": t.attrs,
+    })
+}
+
+/// Describes a dataset (kind, codec, filters, geometry, sizes, attributes, columns).
+pub fn describe(ds: &Dataset) -> Value {
+    match ds {
+        Dataset::Array(a) => array_json(a),
+        Dataset::Table(t) => table_json(t),
+    }
+}
