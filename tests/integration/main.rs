@@ -3,6 +3,7 @@
 mod arrow_values;
 mod chunk_compat;
 mod chunk_fixtures;
+mod cli;
 mod containers;
 mod sql;
 mod util;

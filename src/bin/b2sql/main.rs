@@ -37,6 +37,9 @@ enum Command {
         /// Write the result to FILE instead of stdout.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Open the prompt even when stdin is not a terminal.
+        #[arg(short, long)]
+        interactive: bool,
         /// The SQL to run (several statements separated by ';'). Read from stdin when absent
         /// and stdin is not a terminal.
         sql: Option<String>,
@@ -237,6 +240,7 @@ async fn run(cli: Cli) -> CliResult {
             tables,
             format,
             output,
+            interactive,
             sql,
         } => {
             let ctx = context();
@@ -250,7 +254,9 @@ async fn run(cli: Cli) -> CliResult {
             }
             let sql = match sql {
                 Some(s) => s,
-                None if std::io::stdin().is_terminal() => return repl::run(&ctx, format).await,
+                None if interactive || std::io::stdin().is_terminal() => {
+                    return repl::run(&ctx, format).await;
+                }
                 None => {
                     let mut s = String::new();
                     std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(msg)?;

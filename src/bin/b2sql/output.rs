@@ -26,7 +26,6 @@ pub fn count_of(b: &RecordBatch) -> u64 {
 pub struct Sink {
     out: Box<dyn Write + Send>,
     format: Format,
-    wrote_header: bool,
     parquet: Option<datafusion::parquet::arrow::ArrowWriter<Box<dyn Write + Send>>>,
     ipc: Option<datafusion::arrow::ipc::writer::StreamWriter<Box<dyn Write + Send>>>,
     json_first: bool,
@@ -52,7 +51,6 @@ impl Sink {
         Ok(Sink {
             out,
             format,
-            wrote_header: false,
             parquet: None,
             ipc: None,
             json_first: true,
@@ -76,13 +74,15 @@ impl Sink {
                 writeln!(self.out, "{n} row{}", if n == 1 { "" } else { "s" }).map_err(io)?;
             }
             Format::Csv => {
-                let mut w = datafusion::arrow::csv::WriterBuilder::new()
-                    .with_header(!self.wrote_header)
-                    .build(&mut self.out);
-                for b in batches {
-                    w.write(b).map_err(msg)?;
+                // One header per statement that returns columns (DDL returns none).
+                if batches.first().is_some_and(|b| b.num_columns() > 0) {
+                    let mut w = datafusion::arrow::csv::WriterBuilder::new()
+                        .with_header(true)
+                        .build(&mut self.out);
+                    for b in batches {
+                        w.write(b).map_err(msg)?;
+                    }
                 }
-                self.wrote_header = true;
             }
             Format::Ndjson => {
                 let mut w = datafusion::arrow::json::LineDelimitedWriter::new(&mut self.out);

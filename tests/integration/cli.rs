@@ -1,0 +1,276 @@
+//! Drives the real `b2sql` binary: every command, every output format, the prompt fed
+//! through stdin, and the error paths with their exit codes and messages.
+
+use crate::util::{fixture, sha256_hex};
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn b2sql(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_b2sql"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = b2sql(args);
+    assert!(
+        o.status.success(),
+        "b2sql {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn fails(args: &[&str], code: i32, needle: &str) {
+    let o = b2sql(args);
+    assert_eq!(o.status.code(), Some(code), "b2sql {args:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(needle),
+        "b2sql {args:?}: stderr {err:?} lacks {needle:?}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+    if code != 2 {
+        // Usage errors (2) are clap's, with its hint lines; ours are one or two lines.
+        assert!(
+            err.lines().count() <= 2,
+            "error takes more than two lines: {err}"
+        );
+    }
+}
+
+const Q: &str = "SELECT id, name FROM p WHERE id < 3 ORDER BY id";
+
+#[test]
+fn query_in_every_format() {
+    let t = "p=tests/fixtures/ctable/people.b2d";
+    let table = ok(&["query", "-t", t, Q]);
+    assert!(
+        table.contains("| id | name |")
+            && table.contains("| 2  | n2   |")
+            && table.contains("3 rows"),
+        "{table}"
+    );
+    assert_eq!(
+        ok(&["query", "-t", t, "--format", "csv", Q]),
+        "id,name\n0,n0\n1,n1\n2,n2\n"
+    );
+    assert_eq!(
+        ok(&["query", "-t", t, "--format", "ndjson", Q]),
+        "{\"id\":0,\"name\":\"n0\"}\n{\"id\":1,\"name\":\"n1\"}\n{\"id\":2,\"name\":\"n2\"}\n"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["query", "-t", t, "--format", "json", Q])).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!([{"id": 0, "name": "n0"}, {"id": 1, "name": "n1"}, {"id": 2, "name": "n2"}])
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for (fmt, magic) in [
+        ("parquet", &b"PAR1"[..]),
+        ("arrow", &[0xff, 0xff, 0xff, 0xff][..]),
+    ] {
+        let out = dir.path().join(format!("q.{fmt}"));
+        ok(&[
+            "query",
+            "-t",
+            t,
+            "--format",
+            fmt,
+            "-o",
+            out.to_str().unwrap(),
+            Q,
+        ]);
+        let bytes = std::fs::read(&out).unwrap();
+        assert!(bytes.starts_with(magic), "{fmt}");
+    }
+    // Parquet output read back through SQL.
+    let back = ok(&[
+        "query",
+        "--format",
+        "csv",
+        &format!(
+            "CREATE EXTERNAL TABLE b STORED AS PARQUET LOCATION '{}'; SELECT sum(id) AS s FROM b",
+            dir.path().join("q.parquet").display()
+        ),
+    ]);
+    assert_eq!(back, "s\n3\n");
+}
+
+#[test]
+fn quoted_paths_and_stdin_sql() {
+    let out = ok(&[
+        "query",
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM 'tests/fixtures/b2nd/geom-3d.b2nd'",
+    ]);
+    assert_eq!(out, "n\n1320\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_b2sql"))
+        .args(["query", "--format", "csv"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"SELECT 1 AS a;\nSELECT 'x;y' AS b; -- comment; here\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), "a\n1\nb\nx;y\n");
+}
+
+#[test]
+fn prompt_through_stdin() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_b2sql"))
+        .args([
+            "query",
+            "--interactive",
+            "--format",
+            "csv",
+            "-t",
+            "p=tests/fixtures/ctable/people.b2d",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", std::env::temp_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"\\d\nSELECT count(*)\n  AS n FROM p;\nSELECT nope;\n\\q\nSELECT 99;\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(o.status.success());
+    assert!(
+        out.contains("datafusion,public,p,BASE TABLE"),
+        "\\d lists tables: {out}"
+    );
+    assert!(out.contains("n\n295\n"), "multi-line statement: {out}");
+    assert!(
+        err.contains("error: Schema error: No field named nope"),
+        "errors keep the prompt alive: {err}"
+    );
+    assert!(!out.contains("99"), "\\q quits: {out}");
+}
+
+#[test]
+fn export_schema_inspect_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("people.parquet");
+    let o = b2sql(&[
+        "export",
+        "tests/fixtures/ctable/people.b2z",
+        out.to_str().unwrap(),
+        "--compression",
+        "snappy",
+        "--row-group-size",
+        "100",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("wrote 295 rows"));
+    let q = format!(
+        "CREATE EXTERNAL TABLE e STORED AS PARQUET LOCATION '{}'; SELECT count(*) AS n, sum(id) AS s FROM e",
+        out.display()
+    );
+    assert_eq!(ok(&["query", "--format", "csv", &q]), "n,s\n295,44433\n");
+
+    let schema = ok(&["schema", "tests/fixtures/b2nd/attrs.b2nd"]);
+    assert!(
+        schema.starts_with("dim_0: Int64 not null\nvalue: Int32 not null\n"),
+        "{schema}"
+    );
+    assert!(schema.contains("\"unit\":\"m\""), "{schema}");
+
+    let j: serde_json::Value = serde_json::from_str(&ok(&[
+        "inspect",
+        "--json",
+        "tests/fixtures/b2nd/attrs.b2nd",
+    ]))
+    .unwrap();
+    assert_eq!(j["codec"], "zstd");
+    assert_eq!(j["shape"], serde_json::json!([100]));
+    assert_eq!(j["chunkshape"], serde_json::json!([40]));
+    assert_eq!(j["nchunks"], 3);
+    assert_eq!(j["attributes"]["unit"], "m");
+    let text = ok(&["inspect", "tests/fixtures/bcolz/ctable"]);
+    assert!(
+        text.contains("kind: \"bcolz ctable\"") && text.contains("rows: 2500"),
+        "{text}"
+    );
+
+    let raw = dir.path().join("raw.bin");
+    ok(&[
+        "decode",
+        "tests/fixtures/chunks/codec-zstd-c5.chunk",
+        raw.to_str().unwrap(),
+    ]);
+    let tsv = std::fs::read_to_string(fixture("expected/chunks.tsv")).unwrap();
+    let line = tsv
+        .lines()
+        .find(|l| l.starts_with("chunks/codec-zstd-c5.chunk\t"))
+        .unwrap();
+    assert_eq!(
+        sha256_hex(&std::fs::read(&raw).unwrap()),
+        line.split('\t').nth(2).unwrap()
+    );
+}
+
+#[test]
+fn errors_are_short_and_exit_nonzero() {
+    fails(
+        &["inspect", "tests/fixtures/missing.b2nd"],
+        1,
+        "tests/fixtures/missing.b2nd: not found",
+    );
+    fails(&["query", "SELECT * FROM"], 1, "error: SQL error");
+    fails(&["query", "-t", "bad", "SELECT 1"], 1, "expected NAME=PATH");
+    fails(
+        &[
+            "schema",
+            "tests/fixtures/c-blosc2/plugins_test_data/example_day_month_temp.b2nd",
+        ],
+        1,
+        "pass an element type override",
+    );
+    fails(
+        &["decode", "tests/fixtures/generate.py", "/dev/null"],
+        1,
+        "generate.py: invalid header field version",
+    );
+    fails(
+        &["query", "--format", "xml", "SELECT 1"],
+        2,
+        "invalid value 'xml'",
+    );
+    let ok_override = ok(&[
+        "query",
+        "--format",
+        "csv",
+        "-t",
+        "t=tests/fixtures/b2nd/dtype-le_f4.b2nd",
+        "SELECT count(*) AS n FROM t",
+    ]);
+    assert_eq!(ok_override, "n\n1000\n");
+    let s = ok(&[
+        "schema",
+        "--dtype",
+        "<f4",
+        "tests/fixtures/c-blosc2/plugins_test_data/example_day_month_temp.b2nd",
+    ]);
+    assert!(s.contains("value: Float32"), "{s}");
+}
