@@ -16,19 +16,46 @@ async fn main() -> datafusion::error::Result<()> {
     // Upload the sample frame and a CTable directory into the "remote" store.
     let store = Arc::new(InMemory::new());
     let bytes = std::fs::read("examples/data/temps.b2nd")?;
-    store.put(&Path::from("data/temps.b2nd"), PutPayload::from(bytes)).await?;
+    store
+        .put(&Path::from("data/temps.b2nd"), PutPayload::from(bytes))
+        .await?;
     for entry in walk("examples/data/stations.b2d")? {
-        let rel = entry.strip_prefix("examples/data/").expect("below examples/data").to_string_lossy().to_string();
-        store.put(&Path::from(format!("data/{rel}")), PutPayload::from(std::fs::read(&entry)?)).await?;
+        let rel = entry
+            .strip_prefix("examples/data/")
+            .expect("below examples/data")
+            .to_string_lossy()
+            .to_string();
+        store
+            .put(
+                &Path::from(format!("data/{rel}")),
+                PutPayload::from(std::fs::read(&entry)?),
+            )
+            .await?;
     }
 
     let ctx = SessionContext::new();
     let url = url::Url::parse("memory://").expect("valid URL");
     ctx.register_object_store(&url, Arc::clone(&store) as Arc<dyn ObjectStore>);
-    ctx.register_blosc2("temps", "memory:///data/temps.b2nd", Blosc2Options::default()).await?;
-    ctx.register_blosc2("stations", "memory:///data/stations.b2d", Blosc2Options::default()).await?;
-    ctx.sql("SELECT count(*) AS cells, round(min(value), 2) AS coldest FROM temps").await?.show().await?;
-    ctx.sql("SELECT name, elevation_m FROM stations ORDER BY elevation_m DESC LIMIT 2").await?.show().await?;
+    ctx.register_blosc2(
+        "temps",
+        "memory:///data/temps.b2nd",
+        Blosc2Options::default(),
+    )
+    .await?;
+    ctx.register_blosc2(
+        "stations",
+        "memory:///data/stations.b2d",
+        Blosc2Options::default(),
+    )
+    .await?;
+    ctx.sql("SELECT count(*) AS cells, round(min(value), 2) AS coldest FROM temps")
+        .await?
+        .show()
+        .await?;
+    ctx.sql("SELECT name, elevation_m FROM stations ORDER BY elevation_m DESC LIMIT 2")
+        .await?
+        .show()
+        .await?;
     Ok(())
 }
 
@@ -38,7 +65,11 @@ fn walk(dir: &str) -> std::io::Result<Vec<std::path::PathBuf>> {
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d)? {
             let p = e?.path();
-            if p.is_dir() { stack.push(p) } else { out.push(p) }
+            if p.is_dir() {
+                stack.push(p)
+            } else {
+                out.push(p)
+            }
         }
     }
     Ok(out)

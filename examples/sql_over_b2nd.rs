@@ -8,8 +8,18 @@ use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
 #[tokio::main]
 async fn main() -> datafusion::error::Result<()> {
     let ctx = SessionContext::new();
-    ctx.register_blosc2("temps", "examples/data/temps.b2nd", Blosc2Options::default()).await?;
-    ctx.register_blosc2("stations", "examples/data/stations.b2d", Blosc2Options::default()).await?;
+    ctx.register_blosc2(
+        "temps",
+        "examples/data/temps.b2nd",
+        Blosc2Options::default(),
+    )
+    .await?;
+    ctx.register_blosc2(
+        "stations",
+        "examples/data/stations.b2d",
+        Blosc2Options::default(),
+    )
+    .await?;
 
     // dim_0 is the day, dim_1 the station: a range on dim_0 reads only the chunks of summer.
     let df = ctx

@@ -522,20 +522,19 @@ impl<'a> Chunk<'a> {
         let bsize = raw.len();
         let leftover = j + 1 == h.nblocks() && h.nbytes % h.blocksize != 0;
         let ns = h.nstreams(bsize, leftover);
-        if bsize % ns != 0 {
-            return Err(ChunkError::BadBlock {
-                block: j,
-                at: 0,
-                why: format!("block of {bsize} bytes cannot be split into {ns} streams"),
-            });
-        }
+        // When the block is not a multiple of the stream count (a blocksize clamped to a
+        // short chunk), C-Blosc2 writes one extra stream with the remaining bytes (seen in
+        // its output; spec chunk.md §5 predates this).
         let neblock = bsize / ns;
+        let rem = bsize - neblock * ns;
+        let streams = ns + usize::from(rem > 0);
         let mut pos = read_i32(self.buf, h.header_len + 4 * j, "bstarts entry")? as usize;
-        for s in 0..ns {
+        for s in 0..streams {
             let csize = read_i32(self.buf, pos, "stream size")?;
             let at = pos;
             pos += 4;
-            let out = &mut raw[s * neblock..(s + 1) * neblock];
+            let len = if s < ns { neblock } else { rem };
+            let out = &mut raw[s * neblock..s * neblock + len];
             if csize <= 0 && !h.is_extended() {
                 return Err(ChunkError::BadBlock {
                     block: j,
@@ -572,7 +571,7 @@ impl<'a> Chunk<'a> {
                         need: csize,
                         have: self.buf.len().saturating_sub(pos),
                     })?;
-                if csize == neblock {
+                if csize == len {
                     out.copy_from_slice(src);
                 } else {
                     codec::decompress_stream(codec, src, out, self.dict).map_err(|why| {

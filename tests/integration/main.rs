@@ -5,5 +5,6 @@ mod chunk_compat;
 mod chunk_fixtures;
 mod cli;
 mod containers;
+mod differential;
 mod sql;
 mod util;
