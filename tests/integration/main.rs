@@ -5,6 +5,7 @@ mod chunk_compat;
 mod chunk_fixtures;
 mod cli;
 mod containers;
+mod corrupt;
 mod differential;
 mod sql;
 mod util;
