@@ -16,7 +16,9 @@ fn decode_must_not_panic(buf: &[u8], what: &str) {
     let r = std::panic::catch_unwind(|| {
         Chunk::parse(buf).and_then(|c| {
             let n = c.nbytes();
-            let out = c.decode(&DecodeLimits { max_nbytes: 64 << 20 })?;
+            let out = c.decode(&DecodeLimits {
+                max_nbytes: 64 << 20,
+            })?;
             assert_eq!(out.len(), n);
             // Random access on the mutated chunk too.
             if c.nblocks() > 1 {
@@ -39,7 +41,11 @@ fn mutations(len: usize, header: usize) -> Vec<usize> {
 
 #[test]
 fn mutated_chunks_error_cleanly() {
-    let mut files: Vec<std::path::PathBuf> = expected_chunks().iter().step_by(7).map(|(rel, _, _)| fixture(rel)).collect();
+    let mut files: Vec<std::path::PathBuf> = expected_chunks()
+        .iter()
+        .step_by(7)
+        .map(|(rel, _, _)| fixture(rel))
+        .collect();
     files.push(c_blosc2("compat/blosc-1.3.0-blosclz.cdata"));
     files.push(c_blosc2("compat/blosc-lz4-3.0.0.cdata"));
     let mut cases = 0;
@@ -65,8 +71,12 @@ fn mutated_chunks_error_cleanly() {
 
 async fn open_and_read(dir: &std::path::Path, rel: &str) -> Result<(), String> {
     let loc = Location::local(dir.join(rel)).map_err(|e| e.to_string())?;
-    let ds = Dataset::open(&loc, &OpenOptions::default()).await.map_err(|e| e.to_string())?;
-    read_all(Arc::new(ds), 1 << 16).await.map_err(|e| e.to_string())?;
+    let ds = Dataset::open(&loc, &OpenOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    read_all(Arc::new(ds), 1 << 16)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -77,12 +87,18 @@ async fn mutate_and_read(rel: &str, target: &str, f: impl Fn(&mut Vec<u8>)) -> R
     let src = fixture(rel);
     let dst = tmp.path().join(rel.rsplit('/').next().unwrap());
     copy_tree(&src, &dst);
-    let t = if target.is_empty() { dst.clone() } else { dst.join(target) };
+    let t = if target.is_empty() {
+        dst.clone()
+    } else {
+        dst.join(target)
+    };
     let mut b = std::fs::read(&t).unwrap();
     f(&mut b);
     std::fs::write(&t, b).unwrap();
     let name = dst.file_name().unwrap().to_string_lossy().to_string();
-    let r = AssertUnwindSafe(open_and_read(tmp.path(), &name)).catch_unwind().await;
+    let r = AssertUnwindSafe(open_and_read(tmp.path(), &name))
+        .catch_unwind()
+        .await;
     r.map_err(|_| "PANIC".to_string())?
 }
 
@@ -119,19 +135,34 @@ async fn mutated_containers_error_cleanly() {
     let mut cases = 0;
     let mut errs = 0;
     for (rel, target) in targets {
-        let len = std::fs::read(fixture(rel).join(target)).map(|b| b.len()).unwrap_or_else(|_| std::fs::read(fixture(rel)).unwrap().len());
-        let positions: Vec<usize> = if len <= 700 { (0..len).collect() } else { mutations(len, 160) };
+        let len = std::fs::read(fixture(rel).join(target))
+            .map(|b| b.len())
+            .unwrap_or_else(|_| std::fs::read(fixture(rel)).unwrap().len());
+        let positions: Vec<usize> = if len <= 700 {
+            (0..len).collect()
+        } else {
+            mutations(len, 160)
+        };
         for &at in &positions {
             let r = mutate_and_read(rel, target, |b| b[at] ^= 0xFF).await;
-            assert!(r.as_ref().err().map(String::as_str) != Some("PANIC"), "{rel}/{target}: byte {at} flipped: panic");
+            assert!(
+                r.as_ref().err().map(String::as_str) != Some("PANIC"),
+                "{rel}/{target}: byte {at} flipped: panic"
+            );
             errs += usize::from(r.is_err());
             cases += 1;
         }
         for cut in (0..len).step_by((len / 60).max(1)) {
             let r = mutate_and_read(rel, target, |b| b.truncate(cut)).await;
-            assert!(r.as_ref().err().map(String::as_str) != Some("PANIC"), "{rel}/{target}: truncated at {cut}: panic");
+            assert!(
+                r.as_ref().err().map(String::as_str) != Some("PANIC"),
+                "{rel}/{target}: truncated at {cut}: panic"
+            );
             let json = target.starts_with("meta/") || target == "__rootdirs__";
-            assert!(r.is_err() || json, "{rel}/{target}: truncated at {cut} still opened");
+            assert!(
+                r.is_err() || json,
+                "{rel}/{target}: truncated at {cut} still opened"
+            );
             cases += 1;
         }
     }
@@ -145,13 +176,19 @@ async fn missing_pieces_are_named() {
     copy_tree(&fixture("b2nd/sparse.b2nd"), &d);
     std::fs::remove_file(d.join("00000002.chunk")).unwrap();
     let e = open_and_read(tmp.path(), "sparse.b2nd").await.unwrap_err();
-    assert!(e.contains("00000002.chunk") && e.contains("not found") && e.contains("chunk 2"), "{e}");
+    assert!(
+        e.contains("00000002.chunk") && e.contains("not found") && e.contains("chunk 2"),
+        "{e}"
+    );
 
     let c = tmp.path().join("ct");
     copy_tree(&fixture("bcolz/ctable"), &c);
     std::fs::remove_file(c.join("x/data/__0.blp")).unwrap();
     let e = open_and_read(tmp.path(), "ct").await.unwrap_err();
-    assert!(e.contains("x/data/__0.blp") && e.contains("not found"), "{e}");
+    assert!(
+        e.contains("x/data/__0.blp") && e.contains("not found"),
+        "{e}"
+    );
 
     std::fs::create_dir(tmp.path().join("empty")).unwrap();
     let e = open_and_read(tmp.path(), "empty").await.unwrap_err();

@@ -7,5 +7,6 @@ mod cli;
 mod containers;
 mod corrupt;
 mod differential;
+mod io_bounds;
 mod sql;
 mod util;
