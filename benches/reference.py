@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Bench data and the C-Blosc2 reference for benches/decode.rs.
+
+Writes OUTDIR/<case>.chunk (4 MiB of realistic data compressed by python-blosc2 4.14.1 /
+C-Blosc2 3.3.5) and OUTDIR/reference.json with C-Blosc2's decompression throughput (GB/s
+of decompressed bytes, median of repeated runs) with 1 thread and with all threads.
+
+Usage: reference.py OUTDIR
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import blosc2
+
+C = blosc2.Codec
+F = blosc2.Filter
+
+
+def datasets():
+    rng = np.random.default_rng(1)
+    n = 512 * 1024
+    return {
+        "smooth-f8": (np.cumsum(rng.normal(0, 1, n)).astype("<f8").tobytes(), 8),
+        "counter-i8": ((np.arange(n, dtype="<i8") * 3 + 10**9).tobytes(), 8),
+        "noise-f4": (rng.normal(0, 1, 2 * n).astype("<f4").tobytes(), 4),
+    }
+
+
+def median_gbps(chunk, nbytes, nthreads, reps=15):
+    blosc2.set_nthreads(nthreads)
+    blosc2.decompress(chunk)
+    best = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        for _ in range(4):
+            blosc2.decompress(chunk)
+        best.append((time.perf_counter() - t) / 4)
+    best.sort()
+    return nbytes / best[len(best) // 2] / 1e9
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    ref = {"cpu_threads": os.cpu_count(), "blosc2": blosc2.__version__, "c_blosc2": blosc2.blosclib_version, "cases": {}}
+    codecs = {"blosclz": C.BLOSCLZ, "lz4": C.LZ4, "lz4hc": C.LZ4HC, "zlib": C.ZLIB, "zstd": C.ZSTD}
+    filters = {"shuffle": [F.SHUFFLE], "bitshuffle": [F.BITSHUFFLE], "nofilter": [F.NOFILTER]}
+    for dname, (data, ts) in datasets().items():
+        for cname, codec in codecs.items():
+            for fname, flt in filters.items():
+                case = f"{dname}-{cname}-{fname}"
+                chunk = blosc2.compress2(data, codec=codec, clevel=5, typesize=ts, filters=flt)
+                with open(os.path.join(out, case + ".chunk"), "wb") as f:
+                    f.write(chunk)
+                ref["cases"][case] = {
+                    "nbytes": len(data),
+                    "cbytes": len(chunk),
+                    "c_1t_gbps": round(median_gbps(chunk, len(data), 1), 3),
+                    "c_all_gbps": round(median_gbps(chunk, len(data), os.cpu_count()), 3),
+                }
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
