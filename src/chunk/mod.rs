@@ -458,56 +458,56 @@ impl<'a> Chunk<'a> {
         fill: impl FnOnce(&mut [u8]) -> ChunkResult<()>,
     ) -> ChunkResult<()> {
         let h = &self.header;
-        let ops: Vec<u8> = h
-            .filters
-            .iter()
-            .rev()
-            .copied()
-            .filter(|f| matches!(f, 1..=3))
-            .collect();
         let ts = h.typesize as usize;
+        let bsize = dst.len();
+        // Filters to undo, slot 5 → 0, with the Blosc1 no-op cases dropped (filters.md §1).
+        let ops: Vec<(usize, u8)> = (0..6)
+            .rev()
+            .map(|slot| (slot, h.filters[slot]))
+            .filter(|&(_, f)| match f {
+                1 => !(h.version <= 2 && ts == 1),
+                2 => !(h.version <= 2 && bsize < ts),
+                3 => true,
+                _ => false,
+            })
+            .collect();
         if ops.is_empty() {
             return fill(dst);
         }
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
             let (a, b) = &mut *guard;
-            a.resize(dst.len(), 0);
-            b.resize(dst.len(), 0);
-            let (mut cur, mut other): (&mut [u8], &mut [u8]) =
-                (&mut a[..dst.len()], &mut b[..dst.len()]);
+            a.resize(bsize, 0);
+            b.resize(bsize, 0);
+            let (mut cur, mut other): (&mut [u8], &mut [u8]) = (&mut a[..bsize], &mut b[..bsize]);
             fill(cur)?;
-            for (slot_from_top, f) in h.filters.iter().rev().enumerate() {
-                let slot = 5 - slot_from_top;
-                match *f {
-                    1 => {
-                        if h.version <= 2 && ts == 1 {
-                            continue;
+            for (k, &(slot, f)) in ops.iter().enumerate() {
+                let last = k + 1 == ops.len();
+                match f {
+                    1 | 2 => {
+                        // Out of place; the last one writes straight into the output.
+                        let target: &mut [u8] = if last { &mut *dst } else { &mut *other };
+                        if f == 1 {
+                            let group = match h.filters_meta[slot] {
+                                0 => ts,
+                                g => g as usize,
+                            };
+                            filter::shuffle::unshuffle(group, cur, target);
+                        } else {
+                            filter::bitshuffle::bitunshuffle(ts, h.version <= 2, cur, target);
                         }
-                        let group = match h.filters_meta[slot] {
-                            0 => ts,
-                            g => g as usize,
-                        };
-                        filter::shuffle::unshuffle(group, cur, other);
+                        if last {
+                            return Ok(());
+                        }
                         std::mem::swap(&mut cur, &mut other);
                     }
-                    2 => {
-                        if h.version <= 2 && cur.len() < ts {
-                            continue;
-                        }
-                        filter::bitshuffle::bitunshuffle(ts, h.version <= 2, cur, other);
-                        std::mem::swap(&mut cur, &mut other);
-                    }
-                    3 => match (j, reference) {
+                    _ => match (j, reference) {
                         (0, _) => filter::delta::undelta_block0(ts, cur),
                         (_, Some(r)) => filter::delta::undelta_other(ts, cur, r),
                         (_, None) => {
-                            return Err(ChunkError::InvalidArgument(
-                                "DELTA needs the decoded block 0".into(),
-                            ));
+                            return Err(ChunkError::InvalidArgument("DELTA needs the decoded block 0".into()));
                         }
                     },
-                    _ => {}
                 }
             }
             dst.copy_from_slice(cur);

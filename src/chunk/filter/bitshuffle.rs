@@ -36,19 +36,30 @@ pub fn bitunshuffle(s: usize, blosc1: bool, src: &[u8], dst: &mut [u8]) {
 }
 
 /// Portable bit-untranspose of the first `m` (multiple of 8) elements of size `s`.
+///
+/// Two passes (optimization notes: `notes.md`): first each byte plane `j` (8 bit rows) is
+/// untransposed into `m` contiguous bytes — one 8×8 bit transpose and one 8-byte store per 8
+/// elements — then the planes are interleaved by the byte unshuffle, which has SIMD kernels.
 pub fn bitunshuffle_portable(s: usize, m: usize, src: &[u8], dst: &mut [u8]) {
     let rowlen = m / 8;
-    for j in 0..s {
-        let rows: [&[u8]; 8] =
-            std::array::from_fn(|b| &src[(8 * j + b) * rowlen..(8 * j + b + 1) * rowlen]);
-        for k in 0..rowlen {
-            let x = u64::from_le_bytes(std::array::from_fn(|b| rows[b][k]));
-            let y = transpose8(x).to_le_bytes();
-            for (t, &byte) in y.iter().enumerate() {
-                dst[(8 * k + t) * s + j] = byte;
+    PLANES.with(|cell| {
+        let mut planes = cell.borrow_mut();
+        planes.resize(s * m, 0);
+        for j in 0..s {
+            let plane = &src[8 * j * rowlen..8 * (j + 1) * rowlen];
+            let r: [&[u8]; 8] = std::array::from_fn(|b| &plane[b * rowlen..(b + 1) * rowlen]);
+            let out = &mut planes[j * m..(j + 1) * m];
+            for (k, o) in out.chunks_exact_mut(8).enumerate() {
+                let x = u64::from_le_bytes([r[0][k], r[1][k], r[2][k], r[3][k], r[4][k], r[5][k], r[6][k], r[7][k]]);
+                o.copy_from_slice(&transpose8(x).to_le_bytes());
             }
         }
-    }
+        super::shuffle::unshuffle(s, &planes[..s * m], &mut dst[..s * m]);
+    });
+}
+
+thread_local! {
+    static PLANES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Forward bitshuffle (Blosc2 rule), used by tests and benches to make inputs.
