@@ -18,7 +18,9 @@ fn data_dir() -> PathBuf {
 fn prepare() -> serde_json::Value {
     let dir = data_dir();
     let reference = dir.join("reference.json");
-    if !reference.exists() {
+    // The C-Blosc2 reference is re-measured in every run (same run, same machine state)
+    // unless B2_BENCH_REUSE=1 asks to reuse the last one.
+    if !reference.exists() || std::env::var("B2_BENCH_REUSE").as_deref() != Ok("1") {
         let py = std::env::var("B2_PYTHON").unwrap_or_else(|_| {
             let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
             if std::path::Path::new(venv).exists() {
