@@ -54,6 +54,8 @@
 //! batches). `--no-default-features` builds the decoder and containers alone.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// Boxes are `&[Range<u64>]`, one range per dimension: a 1-D box is a one-element slice.
+#![allow(clippy::single_range_in_vec_init)]
 
 pub mod array;
 #[cfg(feature = "arrow")]

@@ -137,11 +137,9 @@ impl B2ndGeometry {
 
     /// Blocks along `d` inside a chunk.
     pub fn nblocks_dim(&self, d: usize) -> u64 {
-        if self.blockshape[d] == 0 {
-            0
-        } else {
-            self.extchunk(d) / self.blockshape[d]
-        }
+        self.extchunk(d)
+            .checked_div(self.blockshape[d])
+            .unwrap_or(0)
     }
 
     /// Chunk coordinates of chunk index `c` (C order).
@@ -175,10 +173,10 @@ impl B2ndGeometry {
             .collect();
         let mut out = Vec::new();
         odometer(&ranges, |cc| {
-            let mut idx = 0u64;
-            for d in 0..self.ndim() {
-                idx = idx * self.nchunks_dim(d) + cc[d];
-            }
+            let idx = cc
+                .iter()
+                .enumerate()
+                .fold(0u64, |acc, (d, &c)| acc * self.nchunks_dim(d) + c);
             out.push(idx);
         });
         out
@@ -273,7 +271,7 @@ mod tests {
         assert_eq!(g.nchunks(), 4);
         assert_eq!(g.extchunk(1), 6);
         let bx = [1..5, 2..7];
-        let mut seen = vec![0u32; 4 * 5];
+        let mut seen = [0u32; 4 * 5];
         for c in g.chunks_in_box(&bx) {
             for r in g.runs(c, &bx) {
                 for k in 0..r.len {

@@ -213,7 +213,9 @@ impl NdArray {
                 "variable-size chunks as a table (decode them with `b2sql decode`)",
             ));
         }
-        if h.nbytes % typesize as u64 != 0 || h.chunksize as usize % typesize != 0 {
+        if !h.nbytes.is_multiple_of(typesize as u64)
+            || !(h.chunksize as usize).is_multiple_of(typesize)
+        {
             return Err(Error::corrupt(
                 &path,
                 "frame header",
@@ -227,7 +229,7 @@ impl NdArray {
         let per_chunk = (h.chunksize as u64 / typesize as u64).max(1);
         let bs = h.blocksize as u64;
         let block_addressable =
-            bs > 0 && bs % typesize as u64 == 0 && (h.chunksize as u64) % bs == 0;
+            bs > 0 && bs.is_multiple_of(typesize as u64) && (h.chunksize as u64).is_multiple_of(bs);
         let block = if block_addressable {
             bs / typesize as u64
         } else {

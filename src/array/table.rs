@@ -16,6 +16,8 @@ use std::ops::Range;
 
 /// How a column's values are stored.
 #[derive(Debug, Clone)]
+// A handful per table; boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ColumnStorage {
     /// One fixed-size element (or sub-array) per row.
     Fixed(NdArray),
@@ -30,6 +32,8 @@ pub enum ColumnStorage {
 
 /// How nulls are recorded.
 #[derive(Debug, Clone)]
+// One per column.
+#[allow(clippy::large_enum_variant)]
 pub enum NullRule {
     /// Not nullable.
     None,

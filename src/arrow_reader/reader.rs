@@ -289,7 +289,7 @@ impl BatchReader {
         }
         let b = batch(&self.schema, cols, n)?;
         match t.read_valid(rows, stats).await? {
-            Some(valid) if valid.iter().any(|&v| v == 0) => {
+            Some(valid) if valid.contains(&0) => {
                 let keep = BooleanArray::from_iter(valid.iter().map(|&v| Some(v != 0)));
                 arrow::compute::filter_record_batch(&b, &keep)
                     .map_err(|e| Error::InvalidArgument(e.to_string()))

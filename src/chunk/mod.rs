@@ -369,7 +369,7 @@ impl<'a> Chunk<'a> {
             SpecialValue::NaN => fill_nan(h.typesize as usize, out)?,
             SpecialValue::Value => {
                 let value = &self.buf[32..];
-                if value.is_empty() || h.nbytes % value.len() != 0 {
+                if value.is_empty() || !h.nbytes.is_multiple_of(value.len()) {
                     return Err(ChunkError::BadHeader {
                         field: "cbytes",
                         value: h.cbytes as i64,
@@ -505,7 +505,9 @@ impl<'a> Chunk<'a> {
                         (0, _) => filter::delta::undelta_block0(ts, cur),
                         (_, Some(r)) => filter::delta::undelta_other(ts, cur, r),
                         (_, None) => {
-                            return Err(ChunkError::InvalidArgument("DELTA needs the decoded block 0".into()));
+                            return Err(ChunkError::InvalidArgument(
+                                "DELTA needs the decoded block 0".into(),
+                            ));
                         }
                     },
                 }
@@ -520,7 +522,7 @@ impl<'a> Chunk<'a> {
         let h = &self.header;
         let codec = self.codec.expect("parse sets the codec of block chunks");
         let bsize = raw.len();
-        let leftover = j + 1 == h.nblocks() && h.nbytes % h.blocksize != 0;
+        let leftover = j + 1 == h.nblocks() && !h.nbytes.is_multiple_of(h.blocksize);
         let ns = h.nstreams(bsize, leftover);
         // When the block is not a multiple of the stream count (a blocksize clamped to a
         // short chunk), C-Blosc2 writes one extra stream with the remaining bytes (seen in
@@ -606,7 +608,7 @@ pub fn fill_nan(typesize: usize, out: &mut [u8]) -> ChunkResult<()> {
             });
         }
     };
-    if out.len() % typesize != 0 {
+    if !out.len().is_multiple_of(typesize) {
         return Err(ChunkError::BadHeader {
             field: "nbytes",
             value: out.len() as i64,

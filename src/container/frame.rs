@@ -608,11 +608,13 @@ impl Frame {
         if cs == 0 || i >= self.nchunks() {
             return None;
         }
-        Some(if i + 1 == self.nchunks() && self.header.nbytes % cs != 0 {
-            self.header.nbytes % cs
-        } else {
-            cs
-        })
+        Some(
+            if i + 1 == self.nchunks() && !self.header.nbytes.is_multiple_of(cs) {
+                self.header.nbytes % cs
+            } else {
+                cs
+            },
+        )
     }
     /// The special value an offset encodes, if any.
     pub fn special_of(&self, i: u64) -> Option<SpecialValue> {

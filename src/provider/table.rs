@@ -67,10 +67,9 @@ impl Blosc2Table {
             .collect();
         let rows = match &*self.ds {
             Dataset::Array(a) => {
-                for d in 0..a.geometry.ndim() {
-                    let r = &sel.dims[d];
+                for (col, r) in cols.iter_mut().zip(&sel.dims).take(a.geometry.ndim()) {
                     if let (Some(first), Some(last)) = (r.first(), r.last()) {
-                        cols[d] = ColumnStatistics::new_unknown()
+                        *col = ColumnStatistics::new_unknown()
                             .with_min_value(Precision::Exact(ScalarValue::Int64(Some(
                                 first.start as i64,
                             ))))

@@ -4,7 +4,6 @@
 use crate::containers::arrays;
 use crate::util::{fixture, sha256_hex};
 use async_trait::async_trait;
-use bytes::Bytes;
 use datafusion_blosc2::container::frame::Frame;
 use datafusion_blosc2::io::Location;
 use futures::StreamExt;

@@ -229,7 +229,7 @@ async fn run(cli: Cli) -> CliResult {
                 )
                 .await
                 .map_err(msg)?;
-            let rows: u64 = res.iter().map(|b| output::count_of(b)).sum();
+            let rows: u64 = res.iter().map(output::count_of).sum();
             if progress {
                 eprintln!(" done");
             }

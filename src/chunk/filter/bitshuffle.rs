@@ -21,7 +21,7 @@ pub fn bitunshuffle(s: usize, blosc1: bool, src: &[u8], dst: &mut [u8]) {
     }
     let n = len / s;
     let m = if blosc1 {
-        if n % 8 != 0 { 0 } else { n }
+        if !n.is_multiple_of(8) { 0 } else { n }
     } else {
         n - n % 8
     };
@@ -50,7 +50,9 @@ pub fn bitunshuffle_portable(s: usize, m: usize, src: &[u8], dst: &mut [u8]) {
             let r: [&[u8]; 8] = std::array::from_fn(|b| &plane[b * rowlen..(b + 1) * rowlen]);
             let out = &mut planes[j * m..(j + 1) * m];
             for (k, o) in out.chunks_exact_mut(8).enumerate() {
-                let x = u64::from_le_bytes([r[0][k], r[1][k], r[2][k], r[3][k], r[4][k], r[5][k], r[6][k], r[7][k]]);
+                let x = u64::from_le_bytes([
+                    r[0][k], r[1][k], r[2][k], r[3][k], r[4][k], r[5][k], r[6][k], r[7][k],
+                ]);
                 o.copy_from_slice(&transpose8(x).to_le_bytes());
             }
         }
