@@ -44,6 +44,21 @@ fn fails(args: &[&str], code: i32, needle: &str) {
     }
 }
 
+/// Runs b2sql with `input` on stdin (HOME in the temp dir, for the prompt's history file).
+fn b2sql_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_b2sql"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("HOME", std::env::temp_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 const Q: &str = "SELECT id, name FROM p WHERE id < 3 ORDER BY id";
 
 #[test]
@@ -111,48 +126,27 @@ fn quoted_paths_and_stdin_sql() {
         "SELECT count(*) AS n FROM 'tests/fixtures/b2nd/geom-3d.b2nd'",
     ]);
     assert_eq!(out, "n\n1320\n");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_b2sql"))
-        .args(["query", "--format", "csv"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"SELECT 1 AS a;\nSELECT 'x;y' AS b; -- comment; here\n")
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = b2sql_stdin(
+        &["query", "--format", "csv"],
+        b"SELECT 1 AS a;\nSELECT 'x;y' AS b; -- comment; here\n",
+    );
     assert_eq!(String::from_utf8(o.stdout).unwrap(), "a\n1\nb\nx;y\n");
 }
 
 #[test]
 fn prompt_through_stdin() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_b2sql"))
-        .args([
-            "query",
-            "--interactive",
-            "--format",
-            "csv",
-            "-t",
-            "p=tests/fixtures/ctable/people.b2d",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("HOME", std::env::temp_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"\\d\nSELECT count(*)\n  AS n FROM p;\nSELECT nope;\n\\q\nSELECT 99;\n")
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let args = [
+        "query",
+        "--interactive",
+        "--format",
+        "csv",
+        "-t",
+        "p=tests/fixtures/ctable/people.b2d",
+    ];
+    let o = b2sql_stdin(
+        &args,
+        b"\\d\nSELECT count(*)\n  AS n FROM p;\nSELECT nope;\n\\q\nSELECT 99;\n",
+    );
     let out = String::from_utf8(o.stdout).unwrap();
     let err = String::from_utf8(o.stderr).unwrap();
     assert!(o.status.success());
