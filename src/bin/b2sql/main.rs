@@ -8,7 +8,6 @@ mod output;
 mod repl;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use datafusion::dataframe::DataFrameWriteOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_blosc2::dataset::{Dataset, OpenOptions};
 use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt, resolve_location};
@@ -167,6 +166,77 @@ async fn open(ctx: &SessionContext, path: &str, dtype: Option<String>) -> CliRes
         .map_err(msg)
 }
 
+/// Streams the table at `path` into a Parquet file, batch by batch (memory stays flat),
+/// with a progress line on stderr when stderr is a terminal.
+async fn export(
+    path: &str,
+    out: &std::path::Path,
+    compression: Compression,
+    row_group_size: usize,
+    dtype: Option<String>,
+) -> CliResult {
+    use datafusion::datasource::TableProvider;
+    use datafusion::parquet::basic::{Compression as PqCompression, ZstdLevel};
+    use futures::StreamExt;
+    let ctx = context();
+    let table =
+        datafusion_blosc2::provider::session::open_table(&ctx.runtime_env(), path, &opts(dtype))
+            .await
+            .map_err(msg)?;
+    let total = table
+        .statistics()
+        .and_then(|s| s.num_rows.get_value().copied());
+    let df = ctx.read_table(std::sync::Arc::new(table)).map_err(msg)?;
+    let codec = match compression {
+        Compression::Zstd => PqCompression::ZSTD(ZstdLevel::try_new(3).map_err(msg)?),
+        Compression::Snappy => PqCompression::SNAPPY,
+        Compression::None => PqCompression::UNCOMPRESSED,
+    };
+    let props = datafusion::parquet::file::properties::WriterProperties::builder()
+        .set_compression(codec)
+        .set_max_row_group_row_count(Some(row_group_size.max(1)))
+        .build();
+    let mut stream = df.execute_stream().await.map_err(msg)?;
+    let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut writer =
+        datafusion::parquet::arrow::ArrowWriter::try_new(file, stream.schema(), Some(props))
+            .map_err(msg)?;
+    let progress = std::io::stderr().is_terminal();
+    let mut rows = 0usize;
+    let mut last = std::time::Instant::now();
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(msg)?;
+        rows += batch.num_rows();
+        writer.write(&batch).map_err(msg)?;
+        if progress && last.elapsed() > std::time::Duration::from_millis(200) {
+            last = std::time::Instant::now();
+            eprint!("\r{}", progress_bar(rows, total));
+        }
+    }
+    writer.close().map_err(msg)?;
+    if progress {
+        eprintln!("\r{}", progress_bar(rows, total));
+    }
+    eprintln!("wrote {rows} rows to {}", out.display());
+    Ok(())
+}
+
+/// `[#####.....]  52%  1200000/2300000 rows` (or a row count when the total is unknown).
+fn progress_bar(rows: usize, total: Option<usize>) -> String {
+    match total {
+        Some(t) if t > 0 => {
+            let pct = (rows * 100 / t).min(100);
+            let filled = pct / 5;
+            format!(
+                "[{}{}] {pct:>3}%  {rows}/{t} rows",
+                "#".repeat(filled),
+                ".".repeat(20 - filled)
+            )
+        }
+        _ => format!("{rows} rows"),
+    }
+}
+
 async fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Decode { chunk, out } => {
@@ -207,35 +277,7 @@ async fn run(cli: Cli) -> CliResult {
             compression,
             row_group_size,
             dtype,
-        } => {
-            let ctx = context();
-            let df = ctx.read_blosc2(&path, opts(dtype)).await.map_err(msg)?;
-            let mut popts = datafusion::config::TableParquetOptions::default();
-            popts.global.compression = Some(match compression {
-                Compression::Zstd => "zstd(3)".into(),
-                Compression::Snappy => "snappy".into(),
-                Compression::None => "uncompressed".into(),
-            });
-            popts.global.max_row_group_size = row_group_size.max(1);
-            let progress = std::io::stderr().is_terminal();
-            if progress {
-                eprint!("exporting {path} → {} …", out.display());
-            }
-            let res = df
-                .write_parquet(
-                    &out.to_string_lossy(),
-                    DataFrameWriteOptions::new().with_single_file_output(true),
-                    Some(popts),
-                )
-                .await
-                .map_err(msg)?;
-            let rows: u64 = res.iter().map(output::count_of).sum();
-            if progress {
-                eprintln!(" done");
-            }
-            eprintln!("wrote {rows} rows to {}", out.display());
-            Ok(())
-        }
+        } => export(&path, &out, compression, row_group_size, dtype).await,
         Command::Query {
             tables,
             format,

@@ -1,8 +1,7 @@
 //! Running SQL and writing results in the requested format.
 
 use crate::{CliResult, Format, msg};
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::UInt64Type;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use serde_json::Value;
 use std::io::Write;
@@ -12,14 +11,6 @@ use std::path::Path;
 pub async fn run_sql(ctx: &SessionContext, sql: &str) -> CliResult<Vec<RecordBatch>> {
     let df = ctx.sql(sql).await.map_err(msg)?;
     df.collect().await.map_err(msg)
-}
-
-/// The row count a COPY/INSERT result batch reports.
-pub fn count_of(b: &RecordBatch) -> u64 {
-    match b.columns().first() {
-        Some(c) if c.len() == 1 => c.as_primitive_opt::<UInt64Type>().map_or(0, |a| a.value(0)),
-        _ => 0,
-    }
 }
 
 /// Where results go.
