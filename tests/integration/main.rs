@@ -11,5 +11,6 @@ mod containers;
 mod corrupt;
 mod differential;
 mod io_bounds;
+mod pushdown;
 mod sql;
 mod util;
