@@ -292,6 +292,8 @@ pub struct Frame {
     metalayers: Vec<Metalayer>,
     vlmeta: Vec<(String, Vec<u8>)>,
     offsets: Vec<i64>,
+    /// Stored (non-negative) offsets, sorted and unique: a chunk's extent ends at the next one.
+    sorted_stored: Vec<u64>,
     store: ChunkStore,
     display: String,
     limits: DecodeLimits,
@@ -529,11 +531,19 @@ impl Frame {
             }
         }
         let cached = whole.clone();
+        let mut sorted_stored: Vec<u64> = offsets
+            .iter()
+            .filter(|&&o| o >= 0)
+            .map(|&o| o as u64)
+            .collect();
+        sorted_stored.sort_unstable();
+        sorted_stored.dedup();
         Ok(Frame {
             header,
             metalayers,
             vlmeta,
             offsets,
+            sorted_stored,
             store: ChunkStore::Contiguous {
                 file: file.clone(),
                 base,
@@ -638,13 +648,11 @@ impl Frame {
     /// the next stored offset (or the end of the chunks section).
     fn contiguous_extent(&self, i: u64, base: u64) -> Range<u64> {
         let o = self.offsets[i as usize] as u64;
-        let next = self
-            .offsets
-            .iter()
-            .filter(|&&x| x >= 0 && x as u64 > o)
-            .map(|&x| x as u64)
-            .min()
-            .unwrap_or(self.header.cbytes);
+        let next = match self.sorted_stored.binary_search(&o) {
+            Ok(k) => self.sorted_stored.get(k + 1).copied(),
+            Err(_) => None,
+        }
+        .unwrap_or(self.header.cbytes);
         let start = base + self.header.header_len + o;
         start..base + self.header.header_len + next
     }
