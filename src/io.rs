@@ -1,8 +1,8 @@
 //! The IO seam: a [`Location`] is an `ObjectStore` plus a path; every read of the crate
 //! goes through it, so local files and remote stores behave the same.
 //!
-//! Reads are ranges; [`Location::get_ranges`] lets the store coalesce neighbours. An
-//! optional [`IoStats`] counts requests and bytes (tests assert bounds with it).
+//! Reads are ranges; [`Location::get_ranges`] lets the store coalesce neighbours. Request
+//! counts are asserted by the tests with a counting `ObjectStore` wrapper.
 
 use crate::error::{Error, Result};
 use bytes::Bytes;
@@ -10,26 +10,6 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Request and byte counters shared by the locations derived from one root.
-#[derive(Debug, Default)]
-pub struct IoStats {
-    /// Number of requests (a `get_ranges` call counts once per range it fetches).
-    pub requests: AtomicU64,
-    /// Bytes fetched.
-    pub bytes: AtomicU64,
-}
-
-impl IoStats {
-    /// (requests, bytes) so far.
-    pub fn snapshot(&self) -> (u64, u64) {
-        (
-            self.requests.load(Ordering::Relaxed),
-            self.bytes.load(Ordering::Relaxed),
-        )
-    }
-}
 
 /// A file or directory inside an object store.
 #[derive(Debug, Clone)]
@@ -37,7 +17,6 @@ pub struct Location {
     store: Arc<dyn ObjectStore>,
     path: Path,
     display: String,
-    stats: Arc<IoStats>,
 }
 
 impl Location {
@@ -47,7 +26,6 @@ impl Location {
             store,
             path,
             display: display.into(),
-            stats: Arc::new(IoStats::default()),
         }
     }
 
@@ -81,12 +59,7 @@ impl Location {
         &self.display
     }
 
-    /// The shared request counters.
-    pub fn stats(&self) -> &Arc<IoStats> {
-        &self.stats
-    }
-
-    /// The entry `name` below this directory (same store and counters).
+    /// The entry `name` below this directory (same store).
     pub fn child(&self, name: &str) -> Location {
         let mut path = self.path.clone();
         for part in name.split('/').filter(|p| !p.is_empty()) {
@@ -97,7 +70,6 @@ impl Location {
             store: Arc::clone(&self.store),
             path,
             display,
-            stats: Arc::clone(&self.stats),
         }
     }
 
@@ -112,11 +84,6 @@ impl Location {
                 source,
             },
         }
-    }
-
-    fn count(&self, n: usize, bytes: u64) {
-        self.stats.requests.fetch_add(n as u64, Ordering::Relaxed);
-        self.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Size in bytes, or `None` when nothing is stored at this path.
@@ -142,7 +109,6 @@ impl Location {
             .get_range(&self.path, range.clone())
             .await
             .map_err(|e| self.io_err(e))?;
-        self.count(1, b.len() as u64);
         if b.len() as u64 != want {
             return Err(Error::corrupt(
                 &self.display,
@@ -176,7 +142,6 @@ impl Location {
         };
         let size = res.meta.size;
         let b = res.bytes().await.map_err(|e| self.io_err(e))?;
-        self.count(1, b.len() as u64);
         Ok(Some((b, size)))
     }
 
@@ -193,8 +158,6 @@ impl Location {
             .get_ranges(&self.path, ranges)
             .await
             .map_err(|e| self.io_err(e))?;
-        let total: u64 = out.iter().map(|b| b.len() as u64).sum();
-        self.count(coalesced_requests(ranges), total);
         for (r, b) in ranges.iter().zip(&out) {
             if b.len() as u64 != r.end - r.start {
                 return Err(Error::corrupt(
@@ -218,7 +181,6 @@ impl Location {
             .await
             .map_err(|e| self.io_err(e))?;
         let b = r.bytes().await.map_err(|e| self.io_err(e))?;
-        self.count(1, b.len() as u64);
         Ok(b)
     }
 
@@ -246,22 +208,4 @@ impl Location {
         dirs.sort();
         Ok((files, dirs))
     }
-}
-
-/// How many requests the default `get_ranges` coalescing (1 MiB gap) makes for `ranges`.
-fn coalesced_requests(ranges: &[Range<u64>]) -> usize {
-    let mut sorted: Vec<_> = ranges.to_vec();
-    sorted.sort_by_key(|r| r.start);
-    let mut n = 0;
-    let mut end = None::<u64>;
-    for r in sorted {
-        match end {
-            Some(e) if r.start <= e + 1024 * 1024 => end = Some(e.max(r.end)),
-            _ => {
-                n += 1;
-                end = Some(r.end);
-            }
-        }
-    }
-    n
 }

@@ -259,7 +259,7 @@ impl<'a> Chunk<'a> {
                 span.len()
             )));
         }
-        let reference = self.reference_block(blocks.start)?;
+        let reference = self.reference_block()?;
         for j in blocks {
             let (start, len) = h.block_span(j);
             let dst = &mut out[start - span.start..start - span.start + len];
@@ -282,7 +282,7 @@ impl<'a> Chunk<'a> {
         if threads <= 1 || nblocks < 2 || h.is_vl_blocks() || out.len() != h.nbytes {
             return self.decode_into(out);
         }
-        let reference = self.reference_block(1)?;
+        let reference = self.reference_block()?;
         let per = nblocks.div_ceil(threads);
         let mut rest: &mut [u8] = out;
         let mut jobs = Vec::new();
@@ -351,8 +351,8 @@ impl<'a> Chunk<'a> {
         Ok(start..ls + ll)
     }
 
-    /// Block 0 decoded, when DELTA needs it and `first` is not 0 or the caller wants it.
-    fn reference_block(&self, _first: usize) -> ChunkResult<Option<Vec<u8>>> {
+    /// Block 0 decoded, when DELTA needs it as the reference of the other blocks.
+    fn reference_block(&self) -> ChunkResult<Option<Vec<u8>>> {
         if !self.needs_reference_block() || self.nblocks() == 0 {
             return Ok(None);
         }
