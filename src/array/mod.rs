@@ -5,4 +5,5 @@ pub mod dtype;
 pub mod geometry;
 pub mod ndarray;
 pub mod pylit;
+pub mod summary;
 pub mod table;

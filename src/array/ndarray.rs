@@ -13,7 +13,10 @@ use crate::container::frame::{Frame, decode_raw};
 use crate::error::{Error, Result};
 use crate::io::Location;
 use crate::msgpack::{self, MsgValue};
+use bytes::Bytes;
+use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 /// What kind of container the array comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +68,32 @@ pub struct NdArray {
     pub source: ChunkSource,
     /// The dtype string found in the file (before any override).
     pub stored_dtype: Option<String>,
+    recent: RecentChunks,
+}
+
+/// The last few stored chunks fetched, shared by clones of an array, so that scan units
+/// smaller than a chunk (value pruning works per block) fetch each chunk once.
+#[derive(Debug, Clone, Default)]
+struct RecentChunks(Arc<Mutex<VecDeque<(u64, Bytes)>>>);
+
+impl RecentChunks {
+    const CAPACITY: usize = 4;
+
+    fn get(&self, i: u64) -> Option<Bytes> {
+        let q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        q.iter().find(|(k, _)| *k == i).map(|(_, b)| b.clone())
+    }
+
+    fn put(&self, i: u64, b: &Bytes) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if q.iter().any(|(k, _)| *k == i) {
+            return;
+        }
+        if q.len() == Self::CAPACITY {
+            q.pop_front();
+        }
+        q.push_back((i, b.clone()));
+    }
 }
 
 /// Parsed `b2nd` metalayer (`spec/b2nd.md` §1).
@@ -197,6 +226,7 @@ impl NdArray {
                 block_addressable,
                 source: ChunkSource::Frame(frame),
                 stored_dtype: stored,
+                recent: RecentChunks::default(),
             });
         }
         // Plain super-chunk: 1-D items of typesize bytes.
@@ -244,6 +274,7 @@ impl NdArray {
             block_addressable,
             source: ChunkSource::Frame(frame),
             stored_dtype: None,
+            recent: RecentChunks::default(),
         })
     }
 
@@ -279,6 +310,7 @@ impl NdArray {
             kind: ArrayKind::Bcolz,
             block_addressable: false,
             stored_dtype: Some(c.dtype.clone()),
+            recent: RecentChunks::default(),
             source: ChunkSource::Bcolz(c),
         })
     }
@@ -323,6 +355,37 @@ impl NdArray {
         }
     }
 
+    /// Like [`NdArray::fetch`], but serves chunks fetched by a recent read from memory;
+    /// counts the bytes actually fetched.
+    async fn fetch_recent(&self, chunks: &[u64], stats: &mut ReadStats) -> Result<Vec<RawChunk>> {
+        let mut out: Vec<Option<RawChunk>> = chunks
+            .iter()
+            .map(|&i| self.recent.get(i).map(RawChunk::Stored))
+            .collect();
+        let missing: Vec<u64> = chunks
+            .iter()
+            .zip(&out)
+            .filter(|(_, o)| o.is_none())
+            .map(|(&i, _)| i)
+            .collect();
+        if !missing.is_empty() {
+            let mut fetched = self.fetch(&missing).await?.into_iter();
+            for (i, slot) in chunks.iter().zip(out.iter_mut()) {
+                if slot.is_none() {
+                    let raw = fetched.next().ok_or_else(|| {
+                        Error::InvalidArgument(format!("chunk {i} was not fetched"))
+                    })?;
+                    stats.bytes_fetched += raw.stored_len() as u64;
+                    if let RawChunk::Stored(b) = &raw {
+                        self.recent.put(*i, b);
+                    }
+                    *slot = Some(raw);
+                }
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
     /// Expected decoded size of chunk `i` in bytes.
     fn expected_chunk_bytes(&self, i: u64) -> u64 {
         let g = &self.geometry;
@@ -350,7 +413,6 @@ impl NdArray {
         let path = self.display();
         let expected = self.expected_chunk_bytes(i);
         stats.chunks_read += 1;
-        stats.bytes_fetched += raw.stored_len() as u64;
         let RawChunk::Stored(bytes) = raw else {
             stats.chunks_special += 1;
             return decode_raw(raw, path, i, &DecodeLimits::default());
@@ -466,7 +528,7 @@ impl NdArray {
         } else {
             self.geometry.chunks_in_box(bx)
         };
-        let raws = self.fetch(&idx).await?;
+        let raws = self.fetch_recent(&idx, stats).await?;
         let mut decoded = Vec::with_capacity(idx.len());
         for (i, raw) in idx.iter().zip(&raws) {
             decoded.push((*i, self.decode_for_box(*i, raw, bx, stats)?));

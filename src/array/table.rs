@@ -6,6 +6,7 @@
 
 use super::dtype::{DType, TimeUnit};
 use super::ndarray::{NdArray, ReadStats};
+use super::summary::ColumnSummary;
 use crate::container::bcolz::{BcolzCarray, ctable_columns};
 use crate::container::frame::Frame;
 use crate::container::store::StoreRoot;
@@ -115,6 +116,11 @@ pub struct Table {
     pub attrs: Json,
     /// The raw schema (CTable) for `inspect`.
     pub schema_json: Json,
+    /// The `index_catalog` vlmeta of a CTable's `_meta` (`Null` when absent).
+    pub index_catalog: Json,
+    /// The `value_epoch` vlmeta of a CTable's `_meta`.
+    pub value_epoch: Option<i64>,
+    store: Option<std::sync::Arc<StoreRoot>>,
     display: String,
 }
 
@@ -186,6 +192,9 @@ impl Table {
             live_rows: n,
             attrs,
             schema_json: Json::Null,
+            index_catalog: Json::Null,
+            value_epoch: None,
+            store: None,
             display: dir.display().to_string(),
         })
     }
@@ -345,8 +354,56 @@ impl Table {
             live_rows,
             attrs,
             schema_json: schema,
+            index_catalog: meta
+                .vlmeta_value("index_catalog")
+                .map_or(Json::Null, |v| v.to_json()),
+            value_epoch: meta.vlmeta_value("value_epoch").and_then(|v| v.as_i64()),
+            store: Some(std::sync::Arc::new(store.clone())),
             display: path,
         })
+    }
+
+    /// The SUMMARY index sidecar of column `col` (`spec/stores.md` §5), when python-blosc2
+    /// built one that is still current. Scalar fixed-width columns only.
+    ///
+    /// # Errors
+    /// IO errors and malformed sidecars.
+    pub async fn summary(&self, col: usize) -> Result<Option<ColumnSummary>> {
+        let (Some(store), Some(c)) = (&self.store, self.columns.get(col)) else {
+            return Ok(None);
+        };
+        match &c.storage {
+            ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
+                ColumnSummary::open(
+                    store,
+                    &self.index_catalog,
+                    self.value_epoch,
+                    &c.name,
+                    &a.dtype,
+                )
+                .await
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Row granularity of value pruning: a CTable's first column's block (what its SUMMARY
+    /// sidecars describe), a bcolz table's chunk.
+    pub fn zone_rows(&self) -> u64 {
+        let first = self.columns.first().map(|c| {
+            let a = match &c.storage {
+                ColumnStorage::Fixed(a) => a,
+                ColumnStorage::Utf8 { offsets, .. } => offsets,
+            };
+            match self.kind {
+                TableKind::CTable => a.geometry.blockshape[0],
+                TableKind::Bcolz => a.geometry.chunkshape[0],
+            }
+        });
+        first
+            .filter(|&n| n > 0)
+            .unwrap_or(65_536)
+            .clamp(64, 1 << 20)
     }
 
     /// Row granularity that keeps reads chunk-aligned: the first column's chunk length.

@@ -4,3 +4,4 @@
 pub mod convert;
 pub mod reader;
 pub mod schema;
+pub mod zones;

@@ -8,7 +8,7 @@ use super::convert::{fixed_list, subarray_items, to_arrow};
 use super::schema::dataset_schema;
 use crate::array::dtype::DType;
 use crate::array::geometry::odometer;
-use crate::array::ndarray::ReadStats;
+use crate::array::ndarray::{NdArray, ReadStats};
 use crate::array::table::{ColumnData, ColumnStorage, NullRule, Table};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
@@ -197,23 +197,7 @@ impl BatchReader {
                     let data = values
                         .as_deref()
                         .expect("values read when a value column is projected");
-                    let col = match &a.dtype {
-                        DType::Struct(fields) => {
-                            let f = &fields[p - ndim];
-                            if f.shape.is_empty() {
-                                to_arrow(&f.dtype, data, n, a.itemsize(), f.offset)
-                            } else {
-                                let k: usize = f.shape.iter().product();
-                                fixed_list(
-                                    subarray_items(&f.dtype, data, n, a.itemsize(), f.offset, k),
-                                    k,
-                                    None,
-                                )
-                            }
-                        }
-                        d => to_arrow(d, data, n, d.itemsize(), 0),
-                    };
-                    cols.push(cast_to(col, self.full.field(p).data_type())?);
+                    cols.push(value_column(a, &self.full, p, data, n)?);
                 }
                 batch(&self.schema, cols, n)
             }
@@ -312,7 +296,7 @@ fn nullif(arr: &ArrayRef, is_null: &BooleanArray) -> Result<ArrayRef> {
     arrow::compute::nullif(arr, is_null).map_err(|e| Error::InvalidArgument(e.to_string()))
 }
 
-fn cast_to(arr: ArrayRef, t: &DataType) -> Result<ArrayRef> {
+pub(crate) fn cast_to(arr: ArrayRef, t: &DataType) -> Result<ArrayRef> {
     if arr.data_type() == t {
         return Ok(arr);
     }
@@ -394,6 +378,34 @@ fn sentinel_mask(arr: &ArrayRef, v: &serde_json::Value) -> BooleanArray {
         }
         _ => BooleanArray::from(vec![false; arr.len()]),
     }
+}
+
+/// Column `p` (an index into the full schema, past the dims) of `n` C-ordered elements.
+pub(crate) fn value_column(
+    a: &NdArray,
+    full: &Schema,
+    p: usize,
+    data: &[u8],
+    n: usize,
+) -> Result<ArrayRef> {
+    let ndim = a.geometry.ndim();
+    let col = match &a.dtype {
+        DType::Struct(fields) => {
+            let f = &fields[p - ndim];
+            if f.shape.is_empty() {
+                to_arrow(&f.dtype, data, n, a.itemsize(), f.offset)
+            } else {
+                let k: usize = f.shape.iter().product();
+                fixed_list(
+                    subarray_items(&f.dtype, data, n, a.itemsize(), f.offset, k),
+                    k,
+                    None,
+                )
+            }
+        }
+        d => to_arrow(d, data, n, d.itemsize(), 0),
+    };
+    cast_to(col, full.field(p).data_type())
 }
 
 /// The `dim_d` coordinate column of a C-ordered box.

@@ -2,8 +2,10 @@
 //! or row ranges), one batch per unit, sliced to `batch_size`; LIMIT stops it early and
 //! dropping the stream stops all work. Metrics show what was read and skipped.
 
+use super::prune::{PruneReport, ZoneMaps};
 use crate::array::ndarray::ReadStats;
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
+use crate::arrow_reader::zones::ZonedUnit;
 use crate::dataset::Dataset;
 use datafusion::common::Statistics;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -27,8 +29,10 @@ pub struct Blosc2Exec {
     ds: Arc<Dataset>,
     projection: Option<Vec<usize>>,
     reader: BatchReader,
-    partitions: Vec<Vec<ScanUnit>>,
+    partitions: Vec<Vec<ZonedUnit>>,
     batch_size: usize,
+    zone_maps: Option<Arc<ZoneMaps>>,
+    pruning: PruneReport,
     limit: Option<usize>,
     stats: Statistics,
     selection: Selection,
@@ -39,9 +43,9 @@ pub struct Blosc2Exec {
 }
 
 /// Splits `units` into at most `n` contiguous groups of similar row counts.
-fn balance(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
+fn balance(units: Vec<ZonedUnit>, n: usize) -> Vec<Vec<ZonedUnit>> {
     let n = n.max(1).min(units.len().max(1));
-    let total: u64 = units.iter().map(ScanUnit::rows).sum();
+    let total: u64 = units.iter().map(|u| u.unit.rows()).sum();
     let per = total.div_ceil(n as u64).max(1);
     let mut out = vec![Vec::new()];
     let mut acc = 0;
@@ -50,31 +54,34 @@ fn balance(units: Vec<ScanUnit>, n: usize) -> Vec<Vec<ScanUnit>> {
             out.push(Vec::new());
             acc = 0;
         }
-        acc += u.rows();
+        acc += u.unit.rows();
         out.last_mut().expect("non-empty").push(u);
     }
     out
 }
 
 impl Blosc2Exec {
-    /// Builds the scan.
+    /// Builds the scan. `zone_maps`, when given, receives the min/max of every whole zone
+    /// the scan decodes; `pruning` is what value pruning did while planning.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         ds: Arc<Dataset>,
         projection: Option<Vec<usize>>,
-        units: Vec<ScanUnit>,
+        units: Vec<ZonedUnit>,
         target_partitions: usize,
         batch_size: usize,
         limit: Option<usize>,
         stats: Statistics,
         selection: Selection,
+        zone_maps: Option<Arc<ZoneMaps>>,
+        pruning: PruneReport,
     ) -> Self {
         let reader = BatchReader::new(Arc::clone(&ds), projection.clone());
         let (chunks_total, chunks_selected) = match &*ds {
             Dataset::Array(a) => {
                 let mut touched = std::collections::BTreeSet::new();
                 for u in &units {
-                    if let ScanUnit::Box(b) = u {
+                    if let ScanUnit::Box(b) = &u.unit {
                         touched.extend(if a.geometry.ndim() == 0 {
                             vec![0]
                         } else {
@@ -99,6 +106,8 @@ impl Blosc2Exec {
             reader,
             partitions,
             batch_size: batch_size.max(1),
+            zone_maps,
+            pruning,
             limit,
             stats,
             selection,
@@ -120,13 +129,19 @@ impl DisplayAs for Blosc2Exec {
         let units: usize = self.partitions.iter().map(Vec::len).sum();
         write!(
             f,
-            "Blosc2Exec: source={}, partitions={}, units={units}, chunks={}/{} (pruned {})",
+            "Blosc2Exec: source={}, partitions={}, units={units}",
             self.ds.display(),
             self.partitions.len(),
-            self.chunks_selected,
-            self.chunks_total,
-            self.chunks_total - self.chunks_selected
         )?;
+        if let Dataset::Array(_) = &*self.ds {
+            write!(
+                f,
+                ", chunks={}/{} (pruned {})",
+                self.chunks_selected,
+                self.chunks_total,
+                self.chunks_total - self.chunks_selected
+            )?;
+        }
         if self.selection.dims.iter().any(|d| d.len() != 1)
             || self.stats.num_rows.get_value().is_some()
         {
@@ -137,6 +152,16 @@ impl DisplayAs for Blosc2Exec {
                 .map(|d| format!("{d:?}"))
                 .collect();
             write!(f, ", selection=[{}]", sel.join(" x "))?;
+        }
+        let p = &self.pruning;
+        if p.units_before > 0 && !p.sources.is_empty() {
+            write!(
+                f,
+                ", value_pruning=pruned {}/{} units ({})",
+                p.units_pruned,
+                p.units_before,
+                p.sources.join("+")
+            )?;
         }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
@@ -201,11 +226,34 @@ impl ExecutionPlan for Blosc2Exec {
                 .counter("chunks_pruned", 0)
                 .add((self.chunks_total - self.chunks_selected) as usize);
         }
+        if partition == 0 {
+            MetricBuilder::new(m)
+                .counter("units_pruned_by_stats", 0)
+                .add(self.pruning.units_pruned);
+        }
         let batch_size = self.batch_size;
         let limit = self.limit;
+        // Full-schema indices of the produced columns that hold values (not dims).
+        let first_value = match &*self.ds {
+            Dataset::Array(a) => a.geometry.ndim(),
+            Dataset::Table(_) => 0,
+        };
+        let record: Vec<(usize, usize)> = match &self.projection {
+            Some(p) => p.iter().copied().enumerate().collect::<Vec<_>>(),
+            None => (0..self.reader.schema().fields().len())
+                .map(|i| (i, i))
+                .collect(),
+        }
+        .into_iter()
+        .filter(|&(_, full)| full >= first_value)
+        .collect();
+        let zone_maps = self.zone_maps.clone().filter(|_| !record.is_empty());
+        let record = Arc::new(record);
         let stream =
             futures::stream::unfold((units.into_iter(), 0usize), move |(mut it, produced)| {
                 let reader = reader.clone();
+                let zone_maps = zone_maps.clone();
+                let record = Arc::clone(&record);
                 let (cr, cs, bd, bs, bf, dt) = (
                     chunks_read.clone(),
                     chunks_special.clone(),
@@ -221,8 +269,13 @@ impl ExecutionPlan for Blosc2Exec {
                     let unit = it.next()?;
                     let mut st = ReadStats::default();
                     let timer = dt.timer();
-                    let res = reader.read(&unit, &mut st).await;
+                    let res = reader.read(&unit.unit, &mut st).await;
                     timer.done();
+                    if let (Ok(b), Some(zm), true) = (&res, &zone_maps, unit.whole_zone) {
+                        for &(i, full) in record.iter() {
+                            zm.record(full, unit.zone, b.column(i));
+                        }
+                    }
                     cr.add(st.chunks_read as usize);
                     cs.add(st.chunks_special as usize);
                     bd.add(st.blocks_decoded as usize);

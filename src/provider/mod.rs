@@ -2,6 +2,7 @@
 //! scan, filter pushdown, `STORED AS BLOSC2`, and the `SessionContext` extension.
 
 pub mod exec;
+pub mod prune;
 pub mod pushdown;
 pub mod session;
 pub mod table;

@@ -21,10 +21,26 @@ use datafusion::prelude::SessionContext;
 use std::sync::Arc;
 
 /// Options for opening a container as a table.
-#[derive(Debug, Clone, Default)]
+///
+/// In SQL: `OPTIONS ('dtype' '<f4', 'value_pruning' 'false', 'zone_maps' 'false')`.
+#[derive(Debug, Clone)]
 pub struct Blosc2Options {
     /// Element type override as a NumPy dtype string (e.g. `<f4`).
     pub dtype: Option<String>,
+    /// Skip zones whose min/max statistics prove no row passes the filters (default on).
+    pub value_pruning: bool,
+    /// Record min/max of each zone a scan decodes whole, for later queries (default on).
+    pub zone_maps: bool,
+}
+
+impl Default for Blosc2Options {
+    fn default() -> Self {
+        Blosc2Options {
+            dtype: None,
+            value_pruning: true,
+            zone_maps: true,
+        }
+    }
 }
 
 impl Blosc2Options {
@@ -32,6 +48,48 @@ impl Blosc2Options {
     pub fn with_dtype(mut self, dtype: impl Into<String>) -> Self {
         self.dtype = Some(dtype.into());
         self
+    }
+
+    /// Turns value pruning on or off.
+    pub fn with_value_pruning(mut self, on: bool) -> Self {
+        self.value_pruning = on;
+        self
+    }
+
+    /// Turns zone maps on or off.
+    pub fn with_zone_maps(mut self, on: bool) -> Self {
+        self.zone_maps = on;
+        self
+    }
+
+    /// Reads `OPTIONS (…)` of `CREATE EXTERNAL TABLE` (keys may carry a `format.` prefix).
+    ///
+    /// # Errors
+    /// Unknown keys and values that are not `true`/`false`.
+    pub fn from_sql_options<'a>(
+        options: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Result<Self> {
+        let mut o = Blosc2Options::default();
+        let flag = |k: &str, v: &str| match v.to_ascii_lowercase().as_str() {
+            "true" | "on" | "1" => Ok(true),
+            "false" | "off" | "0" => Ok(false),
+            _ => Err(DataFusionError::Configuration(format!(
+                "option {k:?} takes true or false, not {v:?}"
+            ))),
+        };
+        for (k, v) in options {
+            match k.rsplit('.').next().unwrap_or(k) {
+                "dtype" => o.dtype = Some(v.clone()),
+                "value_pruning" => o.value_pruning = flag(k, v)?,
+                "zone_maps" => o.zone_maps = flag(k, v)?,
+                other => {
+                    return Err(DataFusionError::Configuration(format!(
+                        "unknown BLOSC2 option {other:?} (known: dtype, value_pruning, zone_maps)"
+                    )));
+                }
+            }
+        }
+        Ok(o)
     }
 
     fn open_options(&self) -> Result<OpenOptions> {
@@ -83,7 +141,9 @@ pub async fn open_table(
     let ds = Dataset::open(&loc, &opts.open_options()?)
         .await
         .map_err(to_df)?;
-    Ok(Blosc2Table::new(ds))
+    Ok(Blosc2Table::new(ds)
+        .with_value_pruning(opts.value_pruning)
+        .with_zone_maps(opts.zone_maps))
 }
 
 /// `CREATE EXTERNAL TABLE t STORED AS BLOSC2 LOCATION '…' [OPTIONS ('dtype' '<f4')]`.
@@ -110,12 +170,8 @@ impl TableProviderFactory for Blosc2TableFactory {
                 ));
             }
         };
-        let dtype = cmd
-            .options
-            .iter()
-            .find(|(k, _)| k.rsplit('.').next() == Some("dtype"))
-            .map(|(_, v)| v.clone());
-        let table = open_table(state.runtime_env(), location, &Blosc2Options { dtype }).await?;
+        let opts = Blosc2Options::from_sql_options(&cmd.options)?;
+        let table = open_table(state.runtime_env(), location, &opts).await?;
         Ok(Arc::new(table))
     }
 }

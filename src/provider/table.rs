@@ -5,18 +5,23 @@
 //! `dim_k` ranges, so `count(*)` and `min(dim_0)` need no decompression.
 
 use super::exec::Blosc2Exec;
+use super::prune::{PruneReport, SummaryCache, ZoneMaps, prune_units};
 use super::pushdown;
 use crate::arrow_reader::reader::{Selection, plan_units};
 use crate::arrow_reader::schema::dataset_schema;
+use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units};
 use crate::dataset::Dataset;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::Session;
+use datafusion::common::DFSchema;
 use datafusion::common::stats::Precision;
 use datafusion::common::{ColumnStatistics, ScalarValue, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 use std::sync::Arc;
 
@@ -25,16 +30,40 @@ use std::sync::Arc;
 pub struct Blosc2Table {
     ds: Arc<Dataset>,
     schema: SchemaRef,
+    value_pruning: bool,
+    zone_maps: Option<Arc<ZoneMaps>>,
+    summaries: Arc<SummaryCache>,
 }
 
 impl Blosc2Table {
-    /// Wraps an opened dataset.
+    /// Wraps an opened dataset, with value pruning and zone maps on.
     pub fn new(ds: Dataset) -> Self {
         let schema = Arc::new(dataset_schema(&ds));
         Blosc2Table {
             ds: Arc::new(ds),
             schema,
+            value_pruning: true,
+            zone_maps: Some(Arc::default()),
+            summaries: Arc::default(),
         }
+    }
+
+    /// Turns value pruning (skipping zones on min/max statistics) on or off.
+    pub fn with_value_pruning(mut self, on: bool) -> Self {
+        self.value_pruning = on;
+        self
+    }
+
+    /// Turns zone maps (min/max recorded while scanning, reused by later queries) on or
+    /// off.
+    pub fn with_zone_maps(mut self, on: bool) -> Self {
+        self.zone_maps = on.then(Arc::default);
+        self
+    }
+
+    /// The zone maps recorded so far (`None` when turned off).
+    pub fn zone_maps(&self) -> Option<&Arc<ZoneMaps>> {
+        self.zone_maps.as_ref()
     }
 
     /// The dataset.
@@ -111,6 +140,9 @@ impl TableProvider for Blosc2Table {
             .map(|f| {
                 if !shape.is_empty() && pushdown::is_exact(f, &shape) {
                     TableProviderFilterPushDown::Exact
+                } else if self.value_pruning {
+                    // Seen by `scan` for pruning; DataFusion still applies it.
+                    TableProviderFilterPushDown::Inexact
                 } else {
                     TableProviderFilterPushDown::Unsupported
                 }
@@ -136,7 +168,52 @@ impl TableProvider for Blosc2Table {
         };
         let cfg = state.config();
         let batch_size = cfg.batch_size();
-        let units = plan_units(&self.ds, &sel, (batch_size as u64).max(8192) * 8);
+        let max_rows = (batch_size as u64).max(8192) * 8;
+        let dims = self.dim_shape();
+        let value_filters: Vec<Expr> = filters
+            .iter()
+            .filter(|f| dims.is_empty() || !pushdown::is_exact(f, &dims))
+            .cloned()
+            .collect();
+        let predicate = match conjunction(value_filters) {
+            Some(expr) if self.value_pruning => {
+                let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
+                let phys = state.create_physical_expr(expr, &df_schema)?;
+                PruningPredicateBuilder::new()
+                    .with_file_schema(Arc::clone(&self.schema))
+                    .build(phys)
+            }
+            _ => None,
+        };
+        // Zone-aligned units when they can be pruned or feed the zone maps; an N-d array
+        // scanned without a value filter keeps wider units (whole chunk rows).
+        let zoned = predicate.is_some() || dims.len() <= 1;
+        let units = if zoned {
+            plan_zoned_units(&self.ds, &sel, max_rows)
+        } else {
+            plan_units(&self.ds, &sel, max_rows)
+                .into_iter()
+                .map(|unit| ZonedUnit {
+                    unit,
+                    zone: 0,
+                    whole_zone: false,
+                })
+                .collect()
+        };
+        let (units, report) = match &predicate {
+            Some(p) => {
+                prune_units(
+                    &self.ds,
+                    &self.schema,
+                    units,
+                    p,
+                    self.zone_maps.as_deref(),
+                    &self.summaries,
+                )
+                .await?
+            }
+            None => (units, PruneReport::default()),
+        };
         let stats = self.statistics_for(&sel);
         Ok(Arc::new(Blosc2Exec::new(
             Arc::clone(&self.ds),
@@ -147,6 +224,8 @@ impl TableProvider for Blosc2Table {
             limit,
             stats,
             sel,
+            self.zone_maps.clone(),
+            report,
         )))
     }
 }

@@ -149,7 +149,10 @@ fn context() -> SessionContext {
 }
 
 fn opts(dtype: Option<String>) -> Blosc2Options {
-    Blosc2Options { dtype }
+    Blosc2Options {
+        dtype,
+        ..Blosc2Options::default()
+    }
 }
 
 async fn open(ctx: &SessionContext, path: &str, dtype: Option<String>) -> CliResult<Dataset> {

@@ -1,0 +1,180 @@
+//! Zones: the granularity at which value statistics are known and scans can be pruned.
+//! An array's zone is a chunk; a table's is a fixed run of [`Table::zone_rows`] rows (a
+//! CTable block, what its SUMMARY sidecars describe). Zoned planning cuts a selection into
+//! scan units that each lie inside one zone, so a unit can be skipped on its zone's
+//! min/max. This module also turns the statistics sources that need no decoding (SUMMARY
+//! sidecars, special-value chunks) into Arrow arrays.
+
+use super::convert::to_arrow;
+use super::reader::{ScanUnit, Selection, cast_to, value_column};
+use crate::array::dtype::DType;
+use crate::array::geometry::odometer;
+use crate::array::ndarray::NdArray;
+use crate::array::summary::ColumnSummary;
+use crate::array::table::Table;
+use crate::chunk::SpecialValue;
+use crate::dataset::Dataset;
+use crate::error::Result;
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::{DataType, Schema};
+use std::ops::Range;
+
+/// A scan unit and the zone it lies in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZonedUnit {
+    /// What to read.
+    pub unit: ScanUnit,
+    /// Chunk index (arrays) or `row / zone_rows` (tables).
+    pub zone: u64,
+    /// True when the unit covers its whole zone, so statistics computed over the unit's
+    /// rows describe the zone.
+    pub whole_zone: bool,
+}
+
+/// Plans scan units of `sel` so that each lies inside one zone (at most about `max_rows`
+/// rows each), in zone order.
+pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<ZonedUnit> {
+    let max_rows = max_rows.max(1);
+    match ds {
+        Dataset::Array(a) => {
+            let g = &a.geometry;
+            if g.ndim() == 0 {
+                return vec![ZonedUnit {
+                    unit: ScanUnit::Box(Vec::new()),
+                    zone: 0,
+                    whole_zone: true,
+                }];
+            }
+            let Some(bbox) = sel
+                .dims
+                .iter()
+                .map(|d| Some(d.first()?.start..d.last()?.end))
+                .collect::<Option<Vec<_>>>()
+            else {
+                return Vec::new();
+            };
+            let mut out = Vec::new();
+            for c in g.chunks_in_box(&bbox) {
+                let region = g.chunk_region(&g.chunk_coords(c));
+                let per_dim: Vec<Vec<Range<u64>>> = region
+                    .iter()
+                    .zip(&sel.dims)
+                    .map(|(reg, rs)| {
+                        rs.iter()
+                            .map(|r| r.start.max(reg.start)..r.end.min(reg.end))
+                            .filter(|r| r.start < r.end)
+                            .collect()
+                    })
+                    .collect();
+                let counts: Vec<Range<u64>> = per_dim.iter().map(|v| 0..v.len() as u64).collect();
+                let mut boxes = Vec::new();
+                odometer(&counts, |k| {
+                    boxes.push(
+                        k.iter()
+                            .enumerate()
+                            .map(|(d, &i)| per_dim[d][i as usize].clone())
+                            .collect::<Vec<_>>(),
+                    );
+                });
+                let whole = boxes.len() == 1 && boxes[0] == region;
+                for bx in boxes {
+                    let inner: u64 = bx[1..].iter().map(|r| r.end - r.start).product();
+                    let step = (max_rows / inner.max(1)).max(1);
+                    let mut s = bx[0].start;
+                    let pieces = (bx[0].end - bx[0].start).div_ceil(step);
+                    while s < bx[0].end {
+                        let e = (s + step).min(bx[0].end);
+                        let mut piece = bx.clone();
+                        piece[0] = s..e;
+                        out.push(ZonedUnit {
+                            unit: ScanUnit::Box(piece),
+                            zone: c,
+                            whole_zone: whole && pieces == 1,
+                        });
+                        s = e;
+                    }
+                }
+            }
+            out
+        }
+        Dataset::Table(t) => {
+            let z = t.zone_rows();
+            let mut out = Vec::new();
+            for r in &sel.dims[0] {
+                let mut s = r.start;
+                while s < r.end {
+                    let zone = s / z;
+                    let zone_end = ((zone + 1) * z).min(t.physical_rows);
+                    let e = zone_end.min(r.end);
+                    out.push(ZonedUnit {
+                        unit: ScanUnit::Rows(s..e),
+                        zone,
+                        whole_zone: s == zone * z && e == zone_end,
+                    });
+                    s = e;
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Per-segment minima and maxima of a table column's SUMMARY sidecar as arrays of the
+/// column's Arrow type `to`; segments whose extrema do not describe every value (NaN,
+/// all-null) are null.
+///
+/// # Errors
+/// A cast to `to` that Arrow refuses.
+pub fn summary_arrays(
+    s: &ColumnSummary,
+    elem: &DType,
+    to: &DataType,
+) -> Result<(ArrayRef, ArrayRef)> {
+    let n = s.nsegments();
+    let unusable = arrow::array::BooleanArray::from_iter((0..n).map(|i| Some(!s.usable(i))));
+    let side = |offset: usize| -> Result<ArrayRef> {
+        let a = cast_to(to_arrow(elem, &s.records, n, s.record_size, offset), to)?;
+        arrow::compute::nullif(&a, &unusable)
+            .map_err(|e| crate::Error::InvalidArgument(e.to_string()))
+    };
+    Ok((side(s.min_offset)?, side(s.max_offset)?))
+}
+
+/// For a chunk that is a special value every element of which is known without
+/// decoding (zeros, NaN; uninitialized chunks read as zeros), the one-element value columns of the array
+/// (indices into `full`, each array of length 1). `None` for other chunks.
+///
+/// # Errors
+/// Conversion errors.
+pub fn special_chunk_values(
+    a: &NdArray,
+    full: &Schema,
+    chunk: u64,
+) -> Result<Option<Vec<(usize, ArrayRef)>>> {
+    // The element bytes decoding yields for the chunk (`chunk::fill_nan` for NaN), so
+    // these statistics agree with what a scan would produce.
+    let mut elem = vec![0u8; a.itemsize()];
+    match a.special_chunk(chunk) {
+        Some(SpecialValue::Zeros | SpecialValue::Uninit) => {}
+        Some(SpecialValue::NaN) => {
+            if crate::chunk::fill_nan(a.itemsize(), &mut elem).is_err() {
+                return Ok(None);
+            }
+        }
+        _ => return Ok(None),
+    }
+    let ndim = a.geometry.ndim();
+    let mut out = Vec::new();
+    for p in ndim..full.fields().len() {
+        let col = value_column(a, full, p, &elem, 1)?;
+        if col.len() == 1 {
+            out.push((p, col));
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Zone of row `row` of a table (exposed for callers that cache per zone).
+pub fn table_zone(t: &Table, row: u64) -> u64 {
+    row / t.zone_rows()
+}

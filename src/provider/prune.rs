@@ -1,0 +1,371 @@
+//! Value pruning: skips scan units whose zone's min/max prove that no row can pass the
+//! query's filters, with DataFusion's [`PruningPredicate`].
+//!
+//! Each zoned scan unit (see [`crate::arrow_reader::zones`]) is one pruning container.
+//! Its statistics come, per column, from the first source that knows them:
+//! - `dim_k` columns: the unit's own coordinate box (exact);
+//! - special-value chunks (zeros, NaN, uninitialized): the one value every element has,
+//!   known from the frame's offsets index without fetching anything;
+//! - python-blosc2 SUMMARY sidecars (CTables), combined over the segments a unit spans;
+//! - zone maps: min/max computed while earlier scans of this table decoded whole zones,
+//!   cached for the life of the table provider ([`ZoneMaps`]).
+//!
+//! Unknown statistics keep a unit, so pruning never changes results; the filters stay
+//! with DataFusion (reported Inexact).
+
+use crate::array::summary::ColumnSummary;
+use crate::arrow_reader::reader::ScanUnit;
+use crate::arrow_reader::zones::{ZonedUnit, special_chunk_values, summary_arrays};
+use crate::dataset::Dataset;
+use arrow::array::{Array, ArrayRef, BooleanArray};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::{Column, ScalarValue};
+use datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
+use datafusion::logical_expr::Accumulator;
+use datafusion::physical_optimizer::pruning::PruningPredicate;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+/// Longest string or binary extremum kept in a zone map (longer ones are not cached).
+const MAX_CACHED_BYTES: usize = 256;
+
+/// Per-zone min/max of columns, filled in by scans that decode whole zones.
+#[derive(Debug, Default)]
+pub struct ZoneMaps {
+    map: Mutex<HashMap<(usize, u64), (ScalarValue, ScalarValue)>>,
+}
+
+impl ZoneMaps {
+    /// The cached extrema of column `col` (full-schema index) in `zone`.
+    pub fn get(&self, col: usize, zone: u64) -> Option<(ScalarValue, ScalarValue)> {
+        self.lock().get(&(col, zone)).cloned()
+    }
+
+    /// Number of cached (column, zone) entries.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records the extrema of `values`, every value of column `col` in `zone`. Types
+    /// without an ordering DataFusion can prune on, float arrays holding NaN, all-null
+    /// arrays and long strings are skipped.
+    pub fn record(&self, col: usize, zone: u64, values: &ArrayRef) {
+        if let Some(mm) = extrema(values) {
+            self.lock().insert((col, zone), mm);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, u64), (ScalarValue, ScalarValue)>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn extrema(values: &ArrayRef) -> Option<(ScalarValue, ScalarValue)> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Float16Type, Float32Type, Float64Type};
+    let t = values.data_type();
+    let orderable = t.is_primitive()
+        || matches!(
+            t,
+            DataType::Boolean
+                | DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Binary
+                | DataType::FixedSizeBinary(_)
+        );
+    if !orderable || values.null_count() == values.len() {
+        return None;
+    }
+    // NaN sorts above every number in DataFusion's comparisons, but a negative NaN below;
+    // rather than reason about signs, zones with NaN keep unknown statistics.
+    let has_nan = match t {
+        DataType::Float16 => values
+            .as_primitive::<Float16Type>()
+            .iter()
+            .flatten()
+            .any(|v| v.is_nan()),
+        DataType::Float32 => values
+            .as_primitive::<Float32Type>()
+            .iter()
+            .flatten()
+            .any(f32::is_nan),
+        DataType::Float64 => values
+            .as_primitive::<Float64Type>()
+            .iter()
+            .flatten()
+            .any(f64::is_nan),
+        _ => false,
+    };
+    if has_nan {
+        return None;
+    }
+    let mut mn = MinAccumulator::try_new(t).ok()?;
+    let mut mx = MaxAccumulator::try_new(t).ok()?;
+    mn.update_batch(std::slice::from_ref(values)).ok()?;
+    mx.update_batch(std::slice::from_ref(values)).ok()?;
+    let (lo, hi) = (mn.evaluate().ok()?, mx.evaluate().ok()?);
+    let too_long = |s: &ScalarValue| match s {
+        ScalarValue::Utf8(Some(v)) | ScalarValue::LargeUtf8(Some(v)) => v.len() > MAX_CACHED_BYTES,
+        ScalarValue::Binary(Some(v)) | ScalarValue::FixedSizeBinary(_, Some(v)) => {
+            v.len() > MAX_CACHED_BYTES
+        }
+        _ => false,
+    };
+    if lo.is_null() || hi.is_null() || too_long(&lo) || too_long(&hi) {
+        return None;
+    }
+    Some((lo, hi))
+}
+
+/// What pruning did, for `EXPLAIN` and metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    /// Units before pruning.
+    pub units_before: usize,
+    /// Units pruned.
+    pub units_pruned: usize,
+    /// Statistics sources that were available (`special`, `summary`, `zone_map`).
+    pub sources: Vec<&'static str>,
+}
+
+/// Loaded SUMMARY sidecars of a table, per column (full-schema index), read once.
+pub type SummaryCache = Mutex<HashMap<usize, Option<Arc<ColumnSummary>>>>;
+
+/// The statistics of each unit for the columns a predicate names.
+struct UnitStatistics {
+    containers: usize,
+    min: HashMap<String, ArrayRef>,
+    max: HashMap<String, ArrayRef>,
+}
+
+impl PruningStatistics for UnitStatistics {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.min.get(column.name()).cloned()
+    }
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.max.get(column.name()).cloned()
+    }
+    fn num_containers(&self) -> usize {
+        self.containers
+    }
+    fn null_counts(&self, _column: &Column) -> Option<ArrayRef> {
+        None
+    }
+    fn row_counts(&self) -> Option<ArrayRef> {
+        None
+    }
+    fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        None
+    }
+}
+
+/// Per-unit extrema of one column, `None` where unknown.
+type Extrema = Vec<Option<(ScalarValue, ScalarValue)>>;
+
+/// Drops the units `predicate` proves empty. `summaries` holds the SUMMARY sidecars
+/// already loaded (missing columns are loaded here).
+///
+/// # Errors
+/// Reading a SUMMARY sidecar, or evaluating the predicate.
+pub async fn prune_units(
+    ds: &Dataset,
+    schema: &SchemaRef,
+    units: Vec<ZonedUnit>,
+    predicate: &PruningPredicate,
+    zone_maps: Option<&ZoneMaps>,
+    summaries: &SummaryCache,
+) -> datafusion::error::Result<(Vec<ZonedUnit>, PruneReport)> {
+    let mut report = PruneReport {
+        units_before: units.len(),
+        ..PruneReport::default()
+    };
+    let mut sources: HashSet<&'static str> = HashSet::new();
+    let mut stats = UnitStatistics {
+        containers: units.len(),
+        min: HashMap::new(),
+        max: HashMap::new(),
+    };
+    let mut names: Vec<String> =
+        datafusion::physical_expr::utils::collect_columns(predicate.orig_expr())
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let Ok(col) = schema.index_of(&name) else {
+            continue;
+        };
+        let ex = column_extrema(ds, schema, col, &units, zone_maps, summaries, &mut sources)
+            .await
+            .map_err(super::to_df)?;
+        if ex.iter().all(Option::is_none) {
+            continue;
+        }
+        let t = schema.field(col).data_type();
+        let side = |pick: fn(&(ScalarValue, ScalarValue)) -> &ScalarValue| {
+            let null = ScalarValue::try_from(t)?;
+            ScalarValue::iter_to_array(
+                ex.iter()
+                    .map(|e| e.as_ref().map_or_else(|| null.clone(), |p| pick(p).clone())),
+            )
+        };
+        stats.min.insert(name.clone(), side(|p| &p.0)?);
+        stats.max.insert(name, side(|p| &p.1)?);
+    }
+    let mut sources: Vec<_> = sources.into_iter().collect();
+    sources.sort();
+    report.sources = sources;
+    if stats.min.is_empty() {
+        return Ok((units, report));
+    }
+    let keep = predicate.prune(&stats)?;
+    let kept: Vec<ZonedUnit> = units
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(u, k)| k.then_some(u))
+        .collect();
+    report.units_pruned = report.units_before - kept.len();
+    Ok((kept, report))
+}
+
+async fn column_extrema(
+    ds: &Dataset,
+    schema: &Schema,
+    col: usize,
+    units: &[ZonedUnit],
+    zone_maps: Option<&ZoneMaps>,
+    summaries: &SummaryCache,
+    sources: &mut HashSet<&'static str>,
+) -> crate::Result<Extrema> {
+    let cached = |zone: u64| zone_maps.and_then(|z| z.get(col, zone));
+    let mut out: Extrema = Vec::with_capacity(units.len());
+    match ds {
+        Dataset::Array(a) => {
+            let ndim = a.geometry.ndim();
+            let mut special: HashMap<u64, Option<(ScalarValue, ScalarValue)>> = HashMap::new();
+            for u in units {
+                let e = match &u.unit {
+                    ScanUnit::Box(bx) if col < ndim => {
+                        let r = &bx[col];
+                        (r.start < r.end).then(|| {
+                            (
+                                ScalarValue::Int64(Some(r.start as i64)),
+                                ScalarValue::Int64(Some(r.end as i64 - 1)),
+                            )
+                        })
+                    }
+                    _ => {
+                        let known = match special.get(&u.zone) {
+                            Some(v) => v.clone(),
+                            None => {
+                                let v = special_chunk_values(a, schema, u.zone)?
+                                    .and_then(|cols| cols.into_iter().find(|(p, _)| *p == col))
+                                    .and_then(|(_, arr)| {
+                                        let s = ScalarValue::try_from_array(&arr, 0).ok()?;
+                                        Some((s.clone(), s))
+                                    });
+                                special.insert(u.zone, v.clone());
+                                v
+                            }
+                        };
+                        match known {
+                            Some(v) => {
+                                sources.insert("special");
+                                Some(v)
+                            }
+                            None => cached(u.zone).inspect(|_| {
+                                sources.insert("zone_map");
+                            }),
+                        }
+                    }
+                };
+                out.push(e);
+            }
+        }
+        Dataset::Table(t) => {
+            let loaded = summaries
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&col)
+                .cloned();
+            let summary = match loaded {
+                Some(s) => s,
+                None => {
+                    let s = t.summary(col).await?.map(Arc::new);
+                    summaries
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(col, s.clone());
+                    s
+                }
+            };
+            let arrays = match &summary {
+                Some(s) => Some(summary_arrays(
+                    s,
+                    t.columns[col].dtype(),
+                    schema.field(col).data_type(),
+                )?),
+                None => None,
+            };
+            for u in units {
+                let ScanUnit::Rows(rows) = &u.unit else {
+                    out.push(None);
+                    continue;
+                };
+                let from_summary = match (&summary, &arrays) {
+                    (Some(s), Some((mins, maxs))) if rows.end <= s.rows => {
+                        combine(mins, maxs, s.segments_for(rows.start, rows.end))
+                    }
+                    _ => None,
+                };
+                let e = match from_summary {
+                    Some(v) => {
+                        sources.insert("summary");
+                        Some(v)
+                    }
+                    None => cached(u.zone).inspect(|_| {
+                        sources.insert("zone_map");
+                    }),
+                };
+                out.push(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Min of `mins` and max of `maxs` over `segs`; `None` if any segment is unknown.
+fn combine(
+    mins: &ArrayRef,
+    maxs: &ArrayRef,
+    segs: std::ops::Range<usize>,
+) -> Option<(ScalarValue, ScalarValue)> {
+    if segs.is_empty() {
+        return None;
+    }
+    let mut lo: Option<ScalarValue> = None;
+    let mut hi: Option<ScalarValue> = None;
+    for i in segs {
+        if mins.is_null(i) || maxs.is_null(i) {
+            return None;
+        }
+        let a = ScalarValue::try_from_array(mins, i).ok()?;
+        let b = ScalarValue::try_from_array(maxs, i).ok()?;
+        lo = Some(match lo {
+            Some(l) if l.partial_cmp(&a)? != std::cmp::Ordering::Greater => l,
+            _ => a,
+        });
+        hi = Some(match hi {
+            Some(h) if h.partial_cmp(&b)? != std::cmp::Ordering::Less => h,
+            _ => b,
+        });
+    }
+    Some((lo?, hi?))
+}
