@@ -1,8 +1,9 @@
 //! Randomized dim-range queries over multi-chunk N-d fixtures, compared with a brute-force
 //! evaluation of the same predicate (geom-* arrays hold value = 2 * flat index + 1).
-//! Each query also runs with pushdown defeated (`dim_k + 0`), which must agree.
+//! Each query also runs with pushdown defeated (`dim_k + 0`), which must agree. A second
+//! test does the same for random value ranges with value pruning on.
 
-use datafusion::arrow::array::{AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
@@ -131,4 +132,136 @@ async fn random_dim_ranges_match_brute_force() {
             );
         }
     }
+}
+
+fn explain(batches: &[RecordBatch]) -> String {
+    let mut s = String::new();
+    for b in batches {
+        let plans = b.column(1).as_string::<i32>();
+        for i in 0..plans.len() {
+            s.push_str(plans.value(i));
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// Random value-range predicates (plus sometimes a dim range) with value pruning on:
+/// arrays against brute force (value = 2 * flat + 1), the events CTable against the same
+/// table opened with pruning off. Zone maps fill in as queries run, so later queries
+/// prune with them; the test checks that pruning happened at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_value_ranges_match_brute_force() {
+    let ctx = SessionContext::new_with_config(
+        SessionConfig::new()
+            .with_target_partitions(3)
+            .with_batch_size(100),
+    );
+    let base = env!("CARGO_MANIFEST_DIR");
+    let fixtures: [(&str, Vec<u64>); 3] = [
+        ("geom-3d", vec![10, 11, 12]),
+        ("geom-2d", vec![50, 37]),
+        ("geom-1d-big", vec![100_000]),
+    ];
+    for (name, _) in &fixtures {
+        ctx.register_blosc2(
+            &name.replace('-', "_"),
+            &format!("{base}/tests/fixtures/b2nd/{name}.b2nd"),
+            Blosc2Options::default(),
+        )
+        .await
+        .unwrap();
+    }
+    let ev = format!("{base}/tests/fixtures/ctable/events.b2d");
+    ctx.register_blosc2("ev", &ev, Blosc2Options::default())
+        .await
+        .unwrap();
+    ctx.register_blosc2(
+        "ev_plain",
+        &ev,
+        Blosc2Options::default()
+            .with_value_pruning(false)
+            .with_zone_maps(false),
+    )
+    .await
+    .unwrap();
+    let mut rng = Rng(0x5EED_7777_0000_0042);
+    let mut pruned_queries = 0;
+    for q in 0..90 {
+        let (name, shape) = &fixtures[q % 3];
+        let table = name.replace('-', "_");
+        let ndim = shape.len();
+        let total: u64 = shape.iter().product();
+        let (vsql, vf) = predicate(&mut rng, 2 * total + 2, "value");
+        let mut sql_parts = vec![vsql];
+        let mut dim_pred: Option<(usize, Box<dyn Fn(u64) -> bool>)> = None;
+        if rng.next(3) == 0 {
+            let d = rng.next(ndim as u64) as usize;
+            let (sql, f) = predicate(&mut rng, shape[d], &format!("dim_{d}"));
+            sql_parts.push(sql);
+            dim_pred = Some((d, f));
+        }
+        let (mut count, mut sum) = (0i64, 0i64);
+        for flat in 0..total {
+            let value = 2 * flat + 1;
+            if !vf(value) {
+                continue;
+            }
+            if let Some((d, f)) = &dim_pred {
+                let inner: u64 = shape[d + 1..].iter().product();
+                if !f((flat / inner) % shape[*d]) {
+                    continue;
+                }
+            }
+            count += 1;
+            sum += value as i64;
+        }
+        let where_ = sql_parts.join(" AND ");
+        let sql = format!("SELECT count(*), sum(value) FROM {table} WHERE {where_}");
+        let got = two_ints(&ctx.sql(&sql).await.unwrap().collect().await.unwrap());
+        assert_eq!(got, (count, sum), "query {q}: {sql}");
+        let plan = explain(
+            &ctx.sql(&format!("EXPLAIN SELECT value FROM {table} WHERE {where_}"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap(),
+        );
+        if plan.contains("value_pruning=pruned") && !plan.contains("value_pruning=pruned 0/") {
+            pruned_queries += 1;
+        }
+    }
+    // The CTable: SUMMARY sidecars (t, v, k) and zone maps (tag).
+    for q in 0..60 {
+        let mut parts = Vec::new();
+        for _ in 0..1 + rng.next(2) {
+            parts.push(match rng.next(4) {
+                0 => predicate(&mut rng, 60_000, "t").0,
+                1 => predicate(&mut rng, 10, "k").0,
+                2 => format!(
+                    "v {} {}",
+                    ["<", ">", "<=", ">="][rng.next(4) as usize],
+                    rng.next(220) as i64 - 110
+                ),
+                _ => format!("tag = 'g{}'", rng.next(5)),
+            });
+        }
+        let where_ = parts.join(if rng.next(4) == 0 { " OR " } else { " AND " });
+        let run = |t: &str| format!("SELECT count(*), sum(t) FROM {t} WHERE {where_}");
+        let got = two_ints(&ctx.sql(&run("ev")).await.unwrap().collect().await.unwrap());
+        let want = two_ints(
+            &ctx.sql(&run("ev_plain"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap(),
+        );
+        assert_eq!(got, want, "events query {q}: {}", run("ev"));
+    }
+    assert!(
+        pruned_queries >= 20,
+        "only {pruned_queries} of 90 array queries pruned anything"
+    );
 }
