@@ -18,6 +18,10 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+/// Smallest decoded chunk worth splitting over threads (thread start-up costs ~20 µs);
+/// scans use block threads only for chunks at least this big.
+pub const PARALLEL_MIN_BYTES: usize = 256 * 1024;
+
 /// What kind of container the array comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArrayKind {
@@ -400,6 +404,7 @@ impl NdArray {
 
     /// Decodes chunk `i` for a read of `bx`: only the blocks the box touches when blocks
     /// are addressable. The result is the full chunk buffer (untouched blocks left zero).
+    /// A whole chunk is decoded on up to `threads` threads, block ranges in parallel.
     ///
     /// # Errors
     /// Decoding errors, or a decoded size that disagrees with the geometry.
@@ -409,6 +414,7 @@ impl NdArray {
         raw: &RawChunk,
         bx: &[Range<u64>],
         stats: &mut ReadStats,
+        threads: usize,
     ) -> Result<Vec<u8>> {
         let path = self.display();
         let expected = self.expected_chunk_bytes(i);
@@ -445,7 +451,7 @@ impl NdArray {
             || touched.iter().any(|&b| b as usize >= nblocks)
         {
             chunk
-                .decode_into(&mut out)
+                .decode_into_parallel(&mut out, threads)
                 .map_err(|e| Error::chunk(e, path, i, 0))?;
             stats.blocks_decoded += nblocks as u64;
             return Ok(out);
@@ -508,6 +514,20 @@ impl NdArray {
     /// # Errors
     /// IO, container and decoding errors.
     pub async fn read_box(&self, bx: &[Range<u64>], stats: &mut ReadStats) -> Result<Vec<u8>> {
+        self.read_box_threads(bx, stats, 1).await
+    }
+
+    /// [`NdArray::read_box`], decoding whole chunks on up to `threads` threads (for scans
+    /// that have fewer chunks than cores).
+    ///
+    /// # Errors
+    /// As [`NdArray::read_box`].
+    pub async fn read_box_threads(
+        &self,
+        bx: &[Range<u64>],
+        stats: &mut ReadStats,
+        threads: usize,
+    ) -> Result<Vec<u8>> {
         if bx.len() != self.geometry.ndim() {
             return Err(Error::InvalidArgument(format!(
                 "box of rank {} for an array of rank {}",
@@ -531,7 +551,7 @@ impl NdArray {
         let raws = self.fetch_recent(&idx, stats).await?;
         let mut decoded = Vec::with_capacity(idx.len());
         for (i, raw) in idx.iter().zip(&raws) {
-            decoded.push((*i, self.decode_for_box(*i, raw, bx, stats)?));
+            decoded.push((*i, self.decode_for_box(*i, raw, bx, stats, threads)?));
         }
         self.gather(bx, &decoded)
     }

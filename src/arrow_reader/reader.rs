@@ -148,6 +148,7 @@ pub struct BatchReader {
     full: SchemaRef,
     projection: Vec<usize>,
     schema: SchemaRef,
+    block_threads: usize,
 }
 
 impl BatchReader {
@@ -165,7 +166,15 @@ impl BatchReader {
             full,
             projection,
             schema,
+            block_threads: 1,
         }
+    }
+
+    /// Decodes each whole array chunk on up to `threads` threads (blocks in parallel);
+    /// worth it when a scan has fewer chunks than cores.
+    pub fn with_block_threads(mut self, threads: usize) -> Self {
+        self.block_threads = threads.max(1);
+        self
     }
 
     /// The output schema.
@@ -184,7 +193,7 @@ impl BatchReader {
                 let ndim = a.geometry.ndim();
                 let needs_values = self.projection.iter().any(|&p| p >= ndim);
                 let values = if needs_values {
-                    Some(a.read_box(bx, stats).await?)
+                    Some(a.read_box_threads(bx, stats, self.block_threads).await?)
                 } else {
                     None
                 };

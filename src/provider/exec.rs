@@ -3,7 +3,7 @@
 //! dropping the stream stops all work. Metrics show what was read and skipped.
 
 use super::prune::{PruneReport, ZoneMaps};
-use crate::array::ndarray::ReadStats;
+use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::zones::ZonedUnit;
 use crate::dataset::Dataset;
@@ -94,6 +94,14 @@ impl Blosc2Exec {
             Dataset::Table(_) => (0, 0),
         };
         let partitions = balance(units, target_partitions);
+        // Fewer units than cores: the idle cores decode blocks of each big chunk instead.
+        let big_chunks = matches!(&*ds, Dataset::Array(a)
+            if a.geometry.chunk_items() * a.itemsize() as u64 >= PARALLEL_MIN_BYTES as u64);
+        let reader = if big_chunks && partitions.len() < target_partitions {
+            reader.with_block_threads(target_partitions / partitions.len().max(1))
+        } else {
+            reader
+        };
         let props = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(reader.schema()),
             Partitioning::UnknownPartitioning(partitions.len()),

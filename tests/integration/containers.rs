@@ -50,6 +50,13 @@ async fn every_array_fixture_reads_back_exactly() {
             info["sha256"].as_str().unwrap(),
             "{rel}"
         );
+        // The scan's block-parallel path (whole chunks decoded on several threads).
+        let whole: Vec<std::ops::Range<u64>> = arr.geometry.shape.iter().map(|&s| 0..s).collect();
+        let par = arr
+            .read_box_threads(&whole, &mut Default::default(), 3)
+            .await
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert!(par == bytes, "{rel}: 3-thread read differs");
         if let Some(attrs) = info.get("attrs") {
             let got = arr.attributes_json();
             for (k, v) in attrs.as_object().unwrap() {

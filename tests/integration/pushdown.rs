@@ -18,9 +18,12 @@ impl Rng {
     }
 }
 
+/// A predicate as a Rust closure.
+type Pred = Box<dyn Fn(u64) -> bool>;
+
 /// One random predicate on a dim of extent `n` (may reach past the extent), as SQL over
 /// `col` and as a Rust closure.
-fn predicate(rng: &mut Rng, n: u64, col: &str) -> (String, Box<dyn Fn(u64) -> bool>) {
+fn predicate(rng: &mut Rng, n: u64, col: &str) -> (String, Pred) {
     let a = rng.next(n + 4) as i64 - 2;
     let b = rng.next(n + 4) as i64 - 2;
     let (lo, hi) = (a.min(b), a.max(b));
@@ -194,7 +197,7 @@ async fn random_value_ranges_match_brute_force() {
         let total: u64 = shape.iter().product();
         let (vsql, vf) = predicate(&mut rng, 2 * total + 2, "value");
         let mut sql_parts = vec![vsql];
-        let mut dim_pred: Option<(usize, Box<dyn Fn(u64) -> bool>)> = None;
+        let mut dim_pred: Option<(usize, Pred)> = None;
         if rng.next(3) == 0 {
             let d = rng.next(ndim as u64) as usize;
             let (sql, f) = predicate(&mut rng, shape[d], &format!("dim_{d}"));
