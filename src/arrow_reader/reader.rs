@@ -156,6 +156,12 @@ impl BatchReader {
     /// all).
     pub fn new(ds: Arc<Dataset>, projection: Option<Vec<usize>>) -> Self {
         let full = Arc::new(dataset_schema(&ds));
+        Self::with_schema(ds, full, projection)
+    }
+
+    /// Like [`BatchReader::new`] with the full schema given: the dataset's schema with
+    /// other schema-level metadata (e.g. that of a multi-file table).
+    pub fn with_schema(ds: Arc<Dataset>, full: SchemaRef, projection: Option<Vec<usize>>) -> Self {
         let projection = projection.unwrap_or_else(|| (0..full.fields().len()).collect());
         let schema = Arc::new(
             full.project(&projection)

@@ -25,7 +25,7 @@ pub fn active_kernels() -> &'static str {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        "x86_64 sse2"
+        "x86_64 sse2 (unshuffle 2/4/8/16, bit untranspose)"
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -49,10 +49,23 @@ pub fn unshuffle(s: usize, src: &[u8], dst: &mut [u8]) -> bool {
     }
 }
 
-/// Bit unshuffle of `m` elements with a SIMD kernel (none yet: the portable kernel is used).
-pub fn bitunshuffle(s: usize, m: usize, src: &[u8], dst: &mut [u8]) -> bool {
-    let _ = (s, m, src, dst);
-    false
+/// Untransposes the bits of one byte plane of a bitshuffled block: `plane` holds 8 bit
+/// rows of `rowlen` bytes, `out` receives `8 * rowlen` bytes (byte `8k + t` gets bit `t`
+/// of byte `k` of every row). Returns how many row bytes `k` were done (a prefix; the
+/// caller finishes the rest), 0 when there is no kernel.
+pub fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usize {
+    if !enabled() || plane.len() < 8 * rowlen || out.len() < 8 * rowlen {
+        return 0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::bit_untranspose_plane(plane, rowlen, out)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (plane, rowlen, out);
+        0
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -73,6 +86,100 @@ mod x86 {
             _ => return false,
         }
         true
+    }
+
+    /// 16 row bytes at a time: an 8×16 byte transpose (unpack rounds) puts byte `k` of the
+    /// 8 rows into one 64-bit lane, then the 8×8 bit transpose of `transpose8` runs on
+    /// both lanes at once and 16 output bytes are stored.
+    pub(super) fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usize {
+        let done = rowlen / 16 * 16;
+        for k in (0..done).step_by(16) {
+            // SAFETY: SSE2 is part of the x86_64 baseline; a register op.
+            let mut r = [unsafe { _mm_setzero_si128() }; 8];
+            for (b, slot) in r.iter_mut().enumerate() {
+                let row = &plane[b * rowlen + k..b * rowlen + k + 16];
+                // SAFETY: `row` is exactly 16 readable bytes (bounds checked by the slice:
+                // k + 16 <= done <= rowlen and the caller checked 8 * rowlen <= len);
+                // unaligned loads are allowed.
+                *slot = unsafe { _mm_loadu_si128(row.as_ptr().cast()) };
+            }
+            // SAFETY: register-only SSE2 ops (baseline on x86_64).
+            let lanes = unsafe { rows_to_lanes(r) };
+            for (i, v) in lanes.iter().enumerate() {
+                let o = &mut out[8 * (k + 2 * i)..8 * (k + 2 * i) + 16];
+                // SAFETY: `o` is exactly 16 writable bytes; unaligned store is allowed;
+                // `transpose8x2` is register-only.
+                unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), transpose8x2(*v)) };
+            }
+        }
+        done
+    }
+
+    /// `r[b]` = bytes k..k+16 of row b → 8 registers, register i holding
+    /// `[r0[2i], …, r7[2i], r0[2i+1], …, r7[2i+1]]`.
+    ///
+    /// # Safety
+    /// Needs SSE2 (x86_64 baseline). No memory access.
+    unsafe fn rows_to_lanes(r: [__m128i; 8]) -> [__m128i; 8] {
+        // SAFETY: SSE2 register ops, guaranteed by the caller.
+        unsafe {
+            let a = [
+                _mm_unpacklo_epi8(r[0], r[1]),
+                _mm_unpackhi_epi8(r[0], r[1]),
+                _mm_unpacklo_epi8(r[2], r[3]),
+                _mm_unpackhi_epi8(r[2], r[3]),
+                _mm_unpacklo_epi8(r[4], r[5]),
+                _mm_unpackhi_epi8(r[4], r[5]),
+                _mm_unpacklo_epi8(r[6], r[7]),
+                _mm_unpackhi_epi8(r[6], r[7]),
+            ];
+            // b0123[q] / b4567[q]: rows 0–3 / 4–7 for k = 4q .. 4q+4.
+            let b0123 = [
+                _mm_unpacklo_epi16(a[0], a[2]),
+                _mm_unpackhi_epi16(a[0], a[2]),
+                _mm_unpacklo_epi16(a[1], a[3]),
+                _mm_unpackhi_epi16(a[1], a[3]),
+            ];
+            let b4567 = [
+                _mm_unpacklo_epi16(a[4], a[6]),
+                _mm_unpackhi_epi16(a[4], a[6]),
+                _mm_unpacklo_epi16(a[5], a[7]),
+                _mm_unpackhi_epi16(a[5], a[7]),
+            ];
+            let mut out = [_mm_setzero_si128(); 8];
+            for q in 0..4 {
+                out[2 * q] = _mm_unpacklo_epi32(b0123[q], b4567[q]);
+                out[2 * q + 1] = _mm_unpackhi_epi32(b0123[q], b4567[q]);
+            }
+            out
+        }
+    }
+
+    /// `filter::bitshuffle::transpose8` on both 64-bit lanes.
+    ///
+    /// # Safety
+    /// Needs SSE2 (x86_64 baseline). No memory access.
+    unsafe fn transpose8x2(mut x: __m128i) -> __m128i {
+        // SAFETY: SSE2 register ops, guaranteed by the caller.
+        unsafe {
+            let step = |x: __m128i, shift: i32, mask: i64| -> __m128i {
+                let m = _mm_set1_epi64x(mask);
+                let t = match shift {
+                    7 => _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64::<7>(x)), m),
+                    14 => _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64::<14>(x)), m),
+                    _ => _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64::<28>(x)), m),
+                };
+                let tl = match shift {
+                    7 => _mm_slli_epi64::<7>(t),
+                    14 => _mm_slli_epi64::<14>(t),
+                    _ => _mm_slli_epi64::<28>(t),
+                };
+                _mm_xor_si128(_mm_xor_si128(x, t), tl)
+            };
+            x = step(x, 7, 0x00AA_00AA_00AA_00AA);
+            x = step(x, 14, 0x0000_CCCC_0000_CCCC);
+            step(x, 28, 0x0000_0000_F0F0_F0F0)
+        }
     }
 
     /// Processes full tiles of 16 elements with SSE2, the rest with scalar code.

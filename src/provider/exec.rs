@@ -7,6 +7,7 @@ use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::zones::ZonedUnit;
 use crate::dataset::Dataset;
+use arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
@@ -61,11 +62,13 @@ fn balance(units: Vec<ZonedUnit>, n: usize) -> Vec<Vec<ZonedUnit>> {
 }
 
 impl Blosc2Exec {
-    /// Builds the scan. `zone_maps`, when given, receives the min/max of every whole zone
-    /// the scan decodes; `pruning` is what value pruning did while planning.
+    /// Builds the scan of `ds`, whose full schema is `schema`. `zone_maps`, when given,
+    /// receives the min/max of every whole zone the scan decodes; `pruning` is what value
+    /// pruning did while planning.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         ds: Arc<Dataset>,
+        schema: SchemaRef,
         projection: Option<Vec<usize>>,
         units: Vec<ZonedUnit>,
         target_partitions: usize,
@@ -76,7 +79,7 @@ impl Blosc2Exec {
         zone_maps: Option<Arc<ZoneMaps>>,
         pruning: PruneReport,
     ) -> Self {
-        let reader = BatchReader::new(Arc::clone(&ds), projection.clone());
+        let reader = BatchReader::with_schema(Arc::clone(&ds), schema, projection.clone());
         let (chunks_total, chunks_selected) = match &*ds {
             Dataset::Array(a) => {
                 let mut touched = std::collections::BTreeSet::new();

@@ -2,12 +2,14 @@
 //! scan, filter pushdown, `STORED AS BLOSC2`, and the `SessionContext` extension.
 
 pub mod exec;
+pub mod multi;
 pub mod prune;
 pub mod pushdown;
 pub mod session;
 pub mod table;
 
 pub use exec::Blosc2Exec;
+pub use multi::Blosc2MultiTable;
 pub use session::{
     Blosc2Options, Blosc2SessionExt, Blosc2TableFactory, Blosc2UrlTableFactory, resolve_location,
 };

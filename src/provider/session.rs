@@ -5,6 +5,7 @@
 //! Locations with a scheme (`s3://bucket/x.b2nd`, `http://host/x.b2nd`, `memory:///x`)
 //! use the object store registered in the session's runtime; plain paths are local files.
 
+use super::multi::{Blosc2MultiTable, MEMBER_EXTENSIONS, glob_match};
 use super::table::Blosc2Table;
 use super::to_df;
 use crate::array::dtype::DType;
@@ -146,6 +147,86 @@ pub async fn open_table(
         .with_zone_maps(opts.zone_maps))
 }
 
+/// Opens `location` as a table provider: one container, or several with one schema when
+/// `location` is a glob (`dir/temps_*.b2nd`; `*` and `?` in the last path component) or
+/// a directory that is not itself a container (its `.b2nd`, `.b2frame`, `.b2f`, `.b2z`
+/// and `.b2d` entries).
+///
+/// # Errors
+/// Container errors as DataFusion errors; no match; members whose schemas differ.
+pub async fn open_provider(
+    runtime: &RuntimeEnv,
+    location: &str,
+    opts: &Blosc2Options,
+) -> Result<Arc<dyn TableProvider>> {
+    let (parent, last) = location.rsplit_once('/').unwrap_or((".", location));
+    let pattern = if last.contains(['*', '?']) {
+        Some(last.to_string())
+    } else {
+        let loc = resolve_location(runtime, location)?;
+        match Dataset::open(&loc, &opts.open_options()?).await {
+            Ok(ds) => {
+                return Ok(Arc::new(
+                    Blosc2Table::new(ds)
+                        .with_value_pruning(opts.value_pruning)
+                        .with_zone_maps(opts.zone_maps),
+                ));
+            }
+            Err(e) if e.kind() == crate::ErrorKind::NotAContainer => {
+                let (files, dirs) = loc.list_dir().await.map_err(to_df)?;
+                let has_members = files
+                    .iter()
+                    .chain(&dirs)
+                    .any(|n| MEMBER_EXTENSIONS.iter().any(|x| n.ends_with(x)));
+                if !has_members {
+                    return Err(to_df(e));
+                }
+                None
+            }
+            Err(e) => return Err(to_df(e)),
+        }
+    };
+    let (dir_str, names) = match &pattern {
+        Some(p) => {
+            let dir = resolve_location(runtime, parent)?;
+            let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
+            let mut names: Vec<String> = files
+                .into_iter()
+                .chain(dirs)
+                .filter(|n| glob_match(p, n))
+                .collect();
+            names.sort();
+            (parent.to_string(), names)
+        }
+        None => {
+            let dir = resolve_location(runtime, location)?;
+            let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
+            let mut names: Vec<String> = files
+                .into_iter()
+                .chain(dirs)
+                .filter(|n| MEMBER_EXTENSIONS.iter().any(|e| n.ends_with(e)))
+                .collect();
+            names.sort();
+            (location.trim_end_matches('/').to_string(), names)
+        }
+    };
+    if names.is_empty() {
+        return Err(DataFusionError::Plan(format!(
+            "{location}: no entry of {dir_str} matches"
+        )));
+    }
+    let mut members = Vec::with_capacity(names.len());
+    for n in names {
+        let path = format!("{dir_str}/{n}");
+        members.push((path.clone(), open_table(runtime, &path, opts).await?));
+    }
+    if members.len() == 1 && pattern.is_some() {
+        let (_, t) = members.pop().expect("one member");
+        return Ok(Arc::new(t));
+    }
+    Ok(Arc::new(Blosc2MultiTable::try_new(members)?))
+}
+
 /// `CREATE EXTERNAL TABLE t STORED AS BLOSC2 LOCATION '…' [OPTIONS ('dtype' '<f4')]`.
 #[derive(Debug, Default)]
 pub struct Blosc2TableFactory;
@@ -171,8 +252,7 @@ impl TableProviderFactory for Blosc2TableFactory {
             }
         };
         let opts = Blosc2Options::from_sql_options(&cmd.options)?;
-        let table = open_table(state.runtime_env(), location, &opts).await?;
-        Ok(Arc::new(table))
+        open_provider(state.runtime_env(), location, &opts).await
     }
 }
 
@@ -185,6 +265,16 @@ pub struct Blosc2UrlTableFactory {
 #[async_trait]
 impl UrlTableFactory for Blosc2UrlTableFactory {
     async fn try_new(&self, url: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let last = url.rsplit('/').next().unwrap_or(url);
+        if last.contains(['*', '?']) {
+            // Globs of Blosc2 files only; other globs are left to other factories.
+            if !MEMBER_EXTENSIONS.iter().any(|e| last.ends_with(e)) {
+                return Ok(None);
+            }
+            return open_provider(&self.runtime, url, &Blosc2Options::default())
+                .await
+                .map(Some);
+        }
         let loc = resolve_location(&self.runtime, url)?;
         match Dataset::open(&loc, &OpenOptions::default()).await {
             Ok(ds) => Ok(Some(Arc::new(Blosc2Table::new(ds)))),
@@ -204,7 +294,8 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
 /// Blosc2 methods on [`SessionContext`].
 #[async_trait]
 pub trait Blosc2SessionExt {
-    /// Registers the container at `location` as table `name`.
+    /// Registers the container at `location` (or the containers a glob or directory
+    /// holds, see [`open_provider`]) as table `name`.
     async fn register_blosc2(&self, name: &str, location: &str, opts: Blosc2Options) -> Result<()>;
     /// Opens the container at `location` as a DataFrame.
     async fn read_blosc2(&self, location: &str, opts: Blosc2Options) -> Result<DataFrame>;
@@ -217,14 +308,14 @@ pub trait Blosc2SessionExt {
 #[async_trait]
 impl Blosc2SessionExt for SessionContext {
     async fn register_blosc2(&self, name: &str, location: &str, opts: Blosc2Options) -> Result<()> {
-        let t = open_table(&self.runtime_env(), location, &opts).await?;
-        self.register_table(name, Arc::new(t))?;
+        let t = open_provider(&self.runtime_env(), location, &opts).await?;
+        self.register_table(name, t)?;
         Ok(())
     }
 
     async fn read_blosc2(&self, location: &str, opts: Blosc2Options) -> Result<DataFrame> {
-        let t = open_table(&self.runtime_env(), location, &opts).await?;
-        self.read_table(Arc::new(t))
+        let t = open_provider(&self.runtime_env(), location, &opts).await?;
+        self.read_table(t)
     }
 
     fn enable_blosc2(&self) {

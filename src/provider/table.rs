@@ -61,6 +61,16 @@ impl Blosc2Table {
         self
     }
 
+    /// Replaces the schema-level metadata (attributes, kind) the table reports and its
+    /// scans produce.
+    pub fn with_schema_metadata(mut self, meta: std::collections::HashMap<String, String>) -> Self {
+        self.schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
+            self.schema.fields().clone(),
+            meta,
+        ));
+        self
+    }
+
     /// The zone maps recorded so far (`None` when turned off).
     pub fn zone_maps(&self) -> Option<&Arc<ZoneMaps>> {
         self.zone_maps.as_ref()
@@ -217,6 +227,7 @@ impl TableProvider for Blosc2Table {
         let stats = self.statistics_for(&sel);
         Ok(Arc::new(Blosc2Exec::new(
             Arc::clone(&self.ds),
+            Arc::clone(&self.schema),
             projection.cloned(),
             units,
             cfg.target_partitions(),

@@ -29,34 +29,52 @@ pub fn bitunshuffle(s: usize, blosc1: bool, src: &[u8], dst: &mut [u8]) {
         dst.copy_from_slice(src);
         return;
     }
-    if !crate::chunk::simd::bitunshuffle(s, m, src, dst) {
-        bitunshuffle_portable(s, m, src, dst);
-    }
+    untranspose(s, m, src, dst, true);
     dst[m * s..].copy_from_slice(&src[m * s..]);
 }
 
-/// Portable bit-untranspose of the first `m` (multiple of 8) elements of size `s`.
-///
-/// Two passes (optimization notes: `notes.md`): first each byte plane `j` (8 bit rows) is
-/// untransposed into `m` contiguous bytes — one 8×8 bit transpose and one 8-byte store per 8
-/// elements — then the planes are interleaved by the byte unshuffle, which has SIMD kernels.
+/// Portable bit-untranspose of the first `m` (multiple of 8) elements of size `s`: the
+/// oracle the SIMD path is tested against.
 pub fn bitunshuffle_portable(s: usize, m: usize, src: &[u8], dst: &mut [u8]) {
+    untranspose(s, m, src, dst, false);
+}
+
+/// Two passes (optimization notes: `notes.md`): first each byte plane `j` (8 bit rows) is
+/// untransposed into `m` contiguous bytes — an 8×8 bit transpose per 8 elements, 16 row
+/// bytes at a time with SIMD — then the planes are interleaved by the byte unshuffle. For
+/// `s = 1` the plane is the output.
+fn untranspose(s: usize, m: usize, src: &[u8], dst: &mut [u8], simd: bool) {
     let rowlen = m / 8;
+    let plane_pass = |j: usize, out: &mut [u8]| {
+        let plane = &src[8 * j * rowlen..8 * (j + 1) * rowlen];
+        let done = if simd {
+            crate::chunk::simd::bit_untranspose_plane(plane, rowlen, out)
+        } else {
+            0
+        };
+        let r: [&[u8]; 8] = std::array::from_fn(|b| &plane[b * rowlen..(b + 1) * rowlen]);
+        for (k, o) in out.chunks_exact_mut(8).enumerate().skip(done) {
+            let x = u64::from_le_bytes([
+                r[0][k], r[1][k], r[2][k], r[3][k], r[4][k], r[5][k], r[6][k], r[7][k],
+            ]);
+            o.copy_from_slice(&transpose8(x).to_le_bytes());
+        }
+    };
+    if s == 1 {
+        plane_pass(0, &mut dst[..m]);
+        return;
+    }
     PLANES.with(|cell| {
         let mut planes = cell.borrow_mut();
         planes.resize(s * m, 0);
         for j in 0..s {
-            let plane = &src[8 * j * rowlen..8 * (j + 1) * rowlen];
-            let r: [&[u8]; 8] = std::array::from_fn(|b| &plane[b * rowlen..(b + 1) * rowlen]);
-            let out = &mut planes[j * m..(j + 1) * m];
-            for (k, o) in out.chunks_exact_mut(8).enumerate() {
-                let x = u64::from_le_bytes([
-                    r[0][k], r[1][k], r[2][k], r[3][k], r[4][k], r[5][k], r[6][k], r[7][k],
-                ]);
-                o.copy_from_slice(&transpose8(x).to_le_bytes());
-            }
+            plane_pass(j, &mut planes[j * m..(j + 1) * m]);
         }
-        super::shuffle::unshuffle(s, &planes[..s * m], &mut dst[..s * m]);
+        if simd {
+            super::shuffle::unshuffle(s, &planes[..s * m], &mut dst[..s * m]);
+        } else {
+            super::shuffle::unshuffle_portable(s, &planes[..s * m], &mut dst[..s * m]);
+        }
     });
 }
 
@@ -90,6 +108,31 @@ mod tests {
         assert_eq!(transpose8(1 << 1), 1 << 8);
         let x = 0x0123_4567_89AB_CDEF;
         assert_eq!(transpose8(transpose8(x)), x);
+    }
+
+    #[test]
+    fn simd_bitunshuffle_equals_portable() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for s in 1..=17usize {
+            for n in [8usize, 16, 120, 128, 136, 256, 1000, 4096, 4104] {
+                let src: Vec<u8> = (0..n * s)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        seed as u8
+                    })
+                    .collect();
+                let mut sh = vec![0; src.len()];
+                bitshuffle(s, &src, &mut sh);
+                let mut fast = vec![0; src.len()];
+                let mut slow = vec![0; src.len()];
+                bitunshuffle(s, false, &sh, &mut fast);
+                bitunshuffle_portable(s, n, &sh, &mut slow);
+                assert_eq!(fast, slow, "s={s} n={n}");
+                assert_eq!(fast, src, "s={s} n={n}");
+            }
+        }
     }
 
     #[test]
