@@ -4,9 +4,88 @@
 use crate::array::dtype::DType;
 use crate::array::ndarray::NdArray;
 use crate::array::table::Table;
-use crate::container::store::StoreRoot;
+use crate::container::embed::{EmbedRole, EmbedStore};
+use crate::container::frame::Frame;
+use crate::container::store::{LeafKind, StoreRoot};
 use crate::error::{Error, Result};
 use crate::io::Location;
+use std::sync::Arc;
+
+/// The store at `loc`: a zip, an EmbedStore file, or a directory.
+async fn store_root(loc: &Location) -> Result<StoreRoot> {
+    match loc.get_prefix(16).await? {
+        Some((head, _)) if head.starts_with(b"PK") => StoreRoot::open_zip(loc).await,
+        Some(_) => Ok(StoreRoot::Embed(Arc::new(
+            EmbedStore::open(Frame::open(loc).await?).await?,
+        ))),
+        None => {
+            if loc.child("embed.b2e").size().await?.is_none() {
+                return Err(Error::NotAContainer {
+                    path: loc.display().to_string(),
+                    what: "not a python-blosc2 store (no embed.b2e)".into(),
+                });
+            }
+            Ok(StoreRoot::Dir(loc.clone()))
+        }
+    }
+}
+
+/// An array from a store leaf or a file; generic containers we do not read are refused.
+fn leaf_array(frame: Frame, opts: &OpenOptions) -> Result<NdArray> {
+    for (meta, what) in [
+        ("batcharray", "BatchArray"),
+        ("listarray", "ListArray"),
+        ("vlarray", "ObjectArray"),
+        ("b2o", "lazy expression"),
+        ("LazyArray", "lazy expression"),
+        ("proxy-source", "proxy"),
+    ] {
+        if frame.metalayer(meta).is_some() {
+            return Err(Error::unsupported(
+                frame.display(),
+                format!("a python-blosc2 {what} (metalayer {meta:?})"),
+            ));
+        }
+    }
+    NdArray::from_frame(frame, opts.dtype.clone())
+}
+
+fn key_list(keys: &[(String, LeafKind)]) -> String {
+    if keys.is_empty() {
+        return "no readable keys".into();
+    }
+    let mut v: Vec<String> = keys
+        .iter()
+        .take(20)
+        .map(|(k, kind)| match kind {
+            LeafKind::CTable => format!("{k} (CTable)"),
+            LeafKind::Frame => k.clone(),
+        })
+        .collect();
+    if keys.len() > 20 {
+        v.push(format!("… {} more", keys.len() - 20));
+    }
+    v.join(", ")
+}
+
+/// The error for opening a whole store: name its keys and how to pick one.
+async fn choose_a_leaf(loc: &Location, store: &StoreRoot) -> Error {
+    let kind = match store.embed().await {
+        Ok(Some(e)) => match e.role {
+            EmbedRole::Tree => "TreeStore",
+            EmbedRole::Dict => "DictStore",
+            EmbedRole::Embed => "EmbedStore",
+        },
+        _ => "store",
+    };
+    let keys = store.keys().await.unwrap_or_default();
+    Error::InvalidArgument(format!(
+        "{} is a python-blosc2 {kind}, not one table; open a key as '{}#/key' ({})",
+        loc.display(),
+        loc.display(),
+        key_list(&keys)
+    ))
+}
 
 /// An opened container.
 #[derive(Debug, Clone)]
@@ -42,12 +121,24 @@ impl Dataset {
                 }
                 if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
                     let store = StoreRoot::open_zip(loc).await?;
+                    if store.open_frame("_meta.b2f").await?.is_none()
+                        && store.open_frame("embed.b2e").await?.is_some()
+                    {
+                        return Err(choose_a_leaf(loc, &store).await);
+                    }
                     return Ok(Dataset::Table(Table::open_ctable(&store).await?));
                 }
                 if head.len() >= 10 && &head[2..10] == b"b2frame\0" {
-                    return Ok(Dataset::Array(
-                        NdArray::open_frame(loc, opts.dtype.clone()).await?,
-                    ));
+                    let frame = Frame::open(loc).await?;
+                    if EmbedRole::of(&frame).is_some() {
+                        let store = StoreRoot::Embed(Arc::new(EmbedStore::open(frame).await?));
+                        // `CTable.to_cframe()`: the table's keys at the root.
+                        if let Some((LeafKind::CTable, _)) = store.resolve("/").await? {
+                            return Ok(Dataset::Table(Table::open_ctable(&store).await?));
+                        }
+                        return Err(choose_a_leaf(loc, &store).await);
+                    }
+                    return Ok(Dataset::Array(leaf_array(frame, opts)?));
                 }
                 Err(Error::NotAContainer {
                     path: loc.display().to_string(),
@@ -77,6 +168,9 @@ impl Dataset {
                         Table::open_ctable(&StoreRoot::Dir(loc.clone())).await?,
                     ));
                 }
+                if has("embed.b2e").await? {
+                    return Err(choose_a_leaf(loc, &StoreRoot::Dir(loc.clone())).await);
+                }
                 let (files, dirs) = loc.list_dir().await?;
                 if files.is_empty() && dirs.is_empty() {
                     return Err(Error::NotFound {
@@ -90,6 +184,37 @@ impl Dataset {
                 })
             }
         }
+    }
+
+    /// Opens the leaf `key` (`/grp/temps`) of the store at `loc`: a DictStore/TreeStore
+    /// (`.b2d` directory or `.b2z` zip) or an EmbedStore (`.b2e`). A key naming a CTable
+    /// subtree opens the table.
+    ///
+    /// # Errors
+    /// `NotFound` (listing the keys there are), container errors.
+    pub async fn open_key(loc: &Location, key: &str, opts: &OpenOptions) -> Result<Dataset> {
+        let store = store_root(loc).await?;
+        match store.resolve(key).await? {
+            Some((LeafKind::CTable, _)) => Ok(Dataset::Table(
+                Table::open_ctable(&store.subtree(key)).await?,
+            )),
+            Some((LeafKind::Frame, Some(f))) => Ok(Dataset::Array(leaf_array(f, opts)?)),
+            _ => {
+                let keys = store.keys().await.unwrap_or_default();
+                Err(Error::NotFound {
+                    path: format!("{}#{key}", loc.display()),
+                    what: format!("no such key; the store holds {}", key_list(&keys)),
+                })
+            }
+        }
+    }
+
+    /// The keys of the store at `loc` (see [`StoreRoot::keys`]).
+    ///
+    /// # Errors
+    /// Not a store; IO errors.
+    pub async fn store_keys(loc: &Location) -> Result<Vec<(String, LeafKind)>> {
+        store_root(loc).await?.keys().await
     }
 
     /// User attributes as JSON.

@@ -88,6 +88,30 @@ fn table_json(t: &Table) -> Value {
     })
 }
 
+/// Describes a python-blosc2 DictStore / TreeStore / EmbedStore: its kind and, per key,
+/// what [`describe`] says about the leaf (the first 200 keys).
+///
+/// # Errors
+/// `loc` is not a store.
+pub async fn describe_store(loc: &crate::io::Location) -> crate::Result<Value> {
+    let keys = Dataset::store_keys(loc).await?;
+    let mut leaves = serde_json::Map::new();
+    for (k, _) in keys.iter().take(200) {
+        let d = match Dataset::open_key(loc, k, &Default::default()).await {
+            Ok(ds) => describe(&ds),
+            Err(e) => json!({"error": e.to_string()}),
+        };
+        leaves.insert(k.clone(), d);
+    }
+    Ok(json!({
+        "kind": "python-blosc2 store",
+        "path": loc.display(),
+        "keys": keys.len(),
+        "leaves": leaves,
+        "open_a_leaf_as": format!("{}#/key", loc.display()),
+    }))
+}
+
 /// Describes a dataset (kind, codec, filters, geometry, sizes, attributes, columns).
 pub fn describe(ds: &Dataset) -> Value {
     match ds {

@@ -3,6 +3,7 @@
 //! python-blosc2 stores. No Arrow, no DataFusion.
 
 pub mod bcolz;
+pub mod embed;
 pub mod frame;
 pub mod store;
 

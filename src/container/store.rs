@@ -1,12 +1,15 @@
 //! python-blosc2 stores: `.b2d` directories and `.b2z` zip files whose members are STORED
-//! frames read in place by byte window (`spec/stores.md` §2).
+//! frames read in place by byte window (`spec/stores.md` §2), EmbedStores (§1), and the
+//! DictStore / TreeStore view of them: leaves by key, CTable subtrees (§3).
 
+use super::embed::{EmbedRole, EmbedStore};
 use super::frame::Frame;
 use crate::error::{Error, Result};
 use crate::io::Location;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-/// A store root: a directory or a zip file.
+/// A store root: a directory, a zip file (or a subtree of either), or an EmbedStore.
 #[derive(Debug, Clone)]
 pub enum StoreRoot {
     /// `.b2d` or any directory.
@@ -15,10 +18,26 @@ pub enum StoreRoot {
     Zip {
         /// The zip file.
         file: Location,
-        /// Stored members by name.
+        /// Stored members by full name.
         members: BTreeMap<String, (u64, u64)>,
+        /// Subtree this root stands for (`""` or `grp/table/`).
+        prefix: String,
     },
+    /// An EmbedStore: keys `/name` (relative paths lose their extension).
+    Embed(Arc<EmbedStore>),
 }
+
+/// What a store key holds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LeafKind {
+    /// A frame file (`.b2nd`, `.b2f`, `.b2b`) or an embedded frame.
+    Frame,
+    /// A CTable subtree (`_object_registry`, or a `_meta` with kind `ctable`).
+    CTable,
+}
+
+/// Relative path of a key's frame under a root, with one of the store's extensions.
+const LEAF_EXTENSIONS: [&str; 3] = [".b2nd", ".b2f", ".b2b"];
 
 fn le(b: &[u8], at: usize, n: usize) -> u64 {
     b[at..at + n]
@@ -108,6 +127,7 @@ impl StoreRoot {
         Ok(StoreRoot::Zip {
             file: file.clone(),
             members,
+            prefix: String::new(),
         })
     }
 
@@ -116,7 +136,150 @@ impl StoreRoot {
         match self {
             StoreRoot::Dir(d) => d.display(),
             StoreRoot::Zip { file, .. } => file.display(),
+            StoreRoot::Embed(e) => e.display(),
         }
+    }
+
+    /// The root of subtree `key` (`/grp/table`): where a CTable stored in a TreeStore
+    /// lives.
+    pub fn subtree(&self, key: &str) -> StoreRoot {
+        let rel = key.trim_matches('/');
+        match self {
+            StoreRoot::Dir(d) => StoreRoot::Dir(d.child(rel)),
+            StoreRoot::Zip {
+                file,
+                members,
+                prefix,
+            } => StoreRoot::Zip {
+                file: file.clone(),
+                members: members.clone(),
+                prefix: format!("{prefix}{rel}/"),
+            },
+            StoreRoot::Embed(e) => StoreRoot::Embed(Arc::clone(e)),
+        }
+    }
+
+    /// The store's `embed.b2e` (DictStore / TreeStore), if it has one; an EmbedStore root
+    /// is its own.
+    ///
+    /// # Errors
+    /// A malformed embed file.
+    pub async fn embed(&self) -> Result<Option<Arc<EmbedStore>>> {
+        if let StoreRoot::Embed(e) = self {
+            return Ok(Some(Arc::clone(e)));
+        }
+        match self.open_frame("embed.b2e").await? {
+            Some(f) if EmbedRole::of(&f).is_some() => {
+                Ok(Some(Arc::new(EmbedStore::open(f).await?)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Every key of the store that holds a frame or a CTable, sorted; keys inside a CTable
+    /// subtree and TreeStore `__vlmeta__` leaves are folded away.
+    ///
+    /// # Errors
+    /// IO errors while listing.
+    pub async fn keys(&self) -> Result<Vec<(String, LeafKind)>> {
+        let mut rels: Vec<String> = match self {
+            StoreRoot::Dir(d) => list_recursive(d).await?,
+            StoreRoot::Zip {
+                members, prefix, ..
+            } => members
+                .keys()
+                .filter_map(|m| m.strip_prefix(prefix.as_str()).map(str::to_string))
+                .collect(),
+            StoreRoot::Embed(_) => Vec::new(),
+        };
+        rels.retain(|r| r != "embed.b2e");
+        let embed = self.embed().await?;
+        let mut ctables: Vec<String> = Vec::new();
+        if let Some(e) = &embed
+            && let Some(reg) = e.vlmeta.get("_object_registry").and_then(|r| r.as_object())
+        {
+            for (k, v) in reg {
+                if v.get("kind").and_then(|x| x.as_str()) == Some("ctable") {
+                    ctables.push(k.trim_matches('/').to_string());
+                }
+            }
+        }
+        for r in &rels {
+            if let Some(root) =
+                r.strip_suffix("/_meta.b2f")
+                    .or(if r == "_meta.b2f" { Some("") } else { None })
+                && !ctables.iter().any(|c| c == root)
+            {
+                ctables.push(root.to_string());
+            }
+        }
+        let mut out: Vec<(String, LeafKind)> = ctables
+            .iter()
+            .filter(|c| !c.is_empty())
+            .map(|c| (format!("/{c}"), LeafKind::CTable))
+            .collect();
+        for r in rels {
+            let inside = ctables
+                .iter()
+                .any(|c| c.is_empty() || r.starts_with(&format!("{c}/")));
+            let Some(stem) = LEAF_EXTENSIONS.iter().find_map(|x| r.strip_suffix(x)) else {
+                continue;
+            };
+            if inside || stem.rsplit('/').next() == Some("__vlmeta__") {
+                continue;
+            }
+            out.push((format!("/{stem}"), LeafKind::Frame));
+        }
+        if let Some(e) = embed {
+            for k in e.entries.keys() {
+                if !out.iter().any(|(o, _)| o == k) && !k.ends_with("/__vlmeta__") {
+                    out.push((k.clone(), LeafKind::Frame));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// What `key` (`/a/b`) holds: a CTable subtree, a frame (an external file first, then
+    /// the embed file), or nothing.
+    ///
+    /// # Errors
+    /// IO and container errors.
+    pub async fn resolve(&self, key: &str) -> Result<Option<(LeafKind, Option<Frame>)>> {
+        let rel = key.trim_matches('/');
+        let key = format!("/{rel}");
+        let embed = self.embed().await?;
+        let registered = embed.as_ref().is_some_and(|e| {
+            e.vlmeta
+                .get("_object_registry")
+                .and_then(|r| r.get(&key))
+                .and_then(|v| v.get("kind"))
+                .and_then(|k| k.as_str())
+                == Some("ctable")
+        });
+        if registered
+            || self
+                .open_frame(&format!("{rel}/_meta.b2f"))
+                .await?
+                .is_some()
+        {
+            return Ok(Some((LeafKind::CTable, None)));
+        }
+        if !matches!(self, StoreRoot::Embed(_)) {
+            for x in LEAF_EXTENSIONS {
+                if let Some(f) = self.open_frame(&format!("{rel}{x}")).await? {
+                    return Ok(Some((LeafKind::Frame, Some(f))));
+                }
+            }
+        }
+        if let Some(e) = embed
+            && let Some(f) = e.open_entry(&key).await?
+        {
+            return Ok(Some((LeafKind::Frame, Some(f))));
+        }
+        Ok(None)
     }
 
     /// Opens the frame stored under relative path `rel` (e.g. `_cols/x.b2nd`); `None` when
@@ -131,14 +294,56 @@ impl StoreRoot {
                 Err(Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(e),
             },
-            StoreRoot::Zip { file, members } => match members.get(rel) {
-                Some(&(off, len)) => {
-                    let mut f = Frame::open_at(file, off, len).await?;
-                    f.set_display(format!("{}:{rel}", file.display()));
-                    Ok(Some(f))
+            StoreRoot::Zip {
+                file,
+                members,
+                prefix,
+            } => {
+                let name = format!("{prefix}{rel}");
+                match members.get(&name) {
+                    Some(&(off, len)) => {
+                        let mut f = Frame::open_at(file, off, len).await?;
+                        f.set_display(format!("{}:{name}", file.display()));
+                        Ok(Some(f))
+                    }
+                    None => Ok(None),
                 }
-                None => Ok(None),
-            },
+            }
+            StoreRoot::Embed(e) => {
+                // `_cols/x.b2nd` → `/_cols/x` (keys carry no extension).
+                let stem = LEAF_EXTENSIONS
+                    .iter()
+                    .find_map(|x| rel.strip_suffix(x))
+                    .unwrap_or(rel);
+                e.open_entry(&format!("/{}", stem.trim_matches('/'))).await
+            }
         }
     }
+}
+
+/// Relative paths of every file below `dir` (depth-first, bounded depth).
+async fn list_recursive(dir: &Location) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut todo = vec![(String::new(), 0usize)];
+    while let Some((rel, depth)) = todo.pop() {
+        let here = if rel.is_empty() {
+            dir.clone()
+        } else {
+            dir.child(&rel)
+        };
+        let (files, dirs) = here.list_dir().await?;
+        let join = |n: &str| {
+            if rel.is_empty() {
+                n.to_string()
+            } else {
+                format!("{rel}/{n}")
+            }
+        };
+        out.extend(files.iter().map(|f| join(f)));
+        if depth < 32 {
+            todo.extend(dirs.iter().map(|d| (join(d), depth + 1)));
+        }
+    }
+    out.sort();
+    Ok(out)
 }

@@ -129,7 +129,16 @@ pub fn resolve_location(runtime: &RuntimeEnv, s: &str) -> Result<Location> {
     Location::local(local).map_err(to_df)
 }
 
-/// Opens `location` as a [`Blosc2Table`].
+/// Splits `store.b2z#/grp/temps` into the store path and the key (`/grp/temps`).
+pub fn split_key(location: &str) -> (&str, Option<&str>) {
+    match location.rsplit_once('#') {
+        Some((path, key)) if key.starts_with('/') && !path.is_empty() => (path, Some(key)),
+        _ => (location, None),
+    }
+}
+
+/// Opens `location` as a [`Blosc2Table`]; `store#/key` opens one leaf (an array or a
+/// CTable subtree) of a DictStore, TreeStore or EmbedStore.
 ///
 /// # Errors
 /// Container errors as DataFusion errors.
@@ -138,10 +147,13 @@ pub async fn open_table(
     location: &str,
     opts: &Blosc2Options,
 ) -> Result<Blosc2Table> {
-    let loc = resolve_location(runtime, location)?;
-    let ds = Dataset::open(&loc, &opts.open_options()?)
-        .await
-        .map_err(to_df)?;
+    let (path, key) = split_key(location);
+    let loc = resolve_location(runtime, path)?;
+    let ds = match key {
+        Some(k) => Dataset::open_key(&loc, k, &opts.open_options()?).await,
+        None => Dataset::open(&loc, &opts.open_options()?).await,
+    }
+    .map_err(to_df)?;
     Ok(Blosc2Table::new(ds)
         .with_value_pruning(opts.value_pruning)
         .with_zone_maps(opts.zone_maps))
@@ -159,6 +171,9 @@ pub async fn open_provider(
     location: &str,
     opts: &Blosc2Options,
 ) -> Result<Arc<dyn TableProvider>> {
+    if split_key(location).1.is_some() {
+        return Ok(Arc::new(open_table(runtime, location, opts).await?));
+    }
     let (parent, last) = location.rsplit_once('/').unwrap_or((".", location));
     let pattern = if last.contains(['*', '?']) {
         Some(last.to_string())
@@ -265,6 +280,11 @@ pub struct Blosc2UrlTableFactory {
 #[async_trait]
 impl UrlTableFactory for Blosc2UrlTableFactory {
     async fn try_new(&self, url: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if split_key(url).1.is_some() {
+            return open_table(&self.runtime, url, &Blosc2Options::default())
+                .await
+                .map(|t| Some(Arc::new(t) as Arc<dyn TableProvider>));
+        }
         let last = url.rsplit('/').next().unwrap_or(url);
         if last.contains(['*', '?']) {
             // Globs of Blosc2 files only; other globs are left to other factories.

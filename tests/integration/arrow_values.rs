@@ -111,38 +111,42 @@ async fn tables_match_every_value() {
         serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
             .unwrap();
     for (rel, t) in v.as_object().unwrap() {
-        let ds = open(rel).await;
-        let (schema, batches) = read_all(ds, 1 << 20)
-            .await
-            .unwrap_or_else(|e| panic!("{rel}: {e}"));
-        let order: Vec<&str> = t["order"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_str().unwrap())
-            .collect();
-        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        assert_eq!(names, order, "{rel}: column order");
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        assert_eq!(
-            rows as u64,
-            t["nrows"].as_u64().unwrap(),
-            "{rel}: live rows"
-        );
-        for (ci, name) in order.iter().enumerate() {
-            let want = t["columns"][name].as_array().unwrap();
-            let mut k = 0;
-            for b in &batches {
-                let c = b.column(ci);
-                for i in 0..c.len() {
-                    let got = json_of(c.as_ref(), i);
-                    assert!(
-                        close(&got, &want[k]),
-                        "{rel}: {name}[{k}] = {got}, want {}",
-                        want[k]
-                    );
-                    k += 1;
-                }
+        check_table_values(rel, open(rel).await, t).await;
+    }
+}
+
+/// Every live value of a table dataset against the writer's (`tables.json` layout).
+pub async fn check_table_values(rel: &str, ds: Arc<Dataset>, t: &Value) {
+    let (schema, batches) = read_all(ds, 1 << 20)
+        .await
+        .unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let order: Vec<&str> = t["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, order, "{rel}: column order");
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(
+        rows as u64,
+        t["nrows"].as_u64().unwrap(),
+        "{rel}: live rows"
+    );
+    for (ci, name) in order.iter().enumerate() {
+        let want = t["columns"][name].as_array().unwrap();
+        let mut k = 0;
+        for b in &batches {
+            let c = b.column(ci);
+            for i in 0..c.len() {
+                let got = json_of(c.as_ref(), i);
+                assert!(
+                    close(&got, &want[k]),
+                    "{rel}: {name}[{k}] = {got}, want {}",
+                    want[k]
+                );
+                k += 1;
             }
         }
     }

@@ -268,3 +268,62 @@ fn errors_are_short_and_exit_nonzero() {
     ]);
     assert!(s.contains("value: Float32"), "{s}");
 }
+
+/// `b2sql … | head -1`: the reader closes the pipe early; b2sql stops quietly, no panic.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    use std::io::{BufRead, BufReader};
+    for args in [
+        &["inspect", "tests/fixtures/stores/tree.b2z"][..],
+        &["query", "SELECT * FROM 'tests/fixtures/ctable/events.b2d'"][..],
+        &[
+            "query",
+            "--format",
+            "csv",
+            "SELECT * FROM 'tests/fixtures/ctable/events.b2d'",
+        ][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_b2sql"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{args:?}");
+        // The read end is dropped here; b2sql's next writes hit a closed pipe.
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// Store leaves through the command line: `inspect` lists a TreeStore's keys, `store#/key`
+/// opens one.
+#[test]
+fn store_keys_and_leaves() {
+    let s = ok(&["inspect", "--json", "tests/fixtures/stores/tree.b2z"]);
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    let leaves = v["leaves"].as_object().unwrap();
+    let keys: Vec<&str> = leaves.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["/grp/counts", "/grp/sub/flags", "/grp/table", "/temps"]
+    );
+    assert_eq!(leaves["/temps"]["shape"], serde_json::json!([50]));
+    assert_eq!(leaves["/grp/table"]["rows"], 7);
+    let s = ok(&[
+        "query",
+        "--format",
+        "csv",
+        "SELECT sum(value) AS s, count(*) AS n FROM 'tests/fixtures/stores/dict.b2z#/grp/counts'",
+    ]);
+    assert_eq!(s, "s,n\n66,12\n");
+    let s = ok(&["schema", "tests/fixtures/stores/tree.b2d#/grp/table"]);
+    assert!(s.contains("id: Int64") && s.contains("tag: Utf8"), "{s}");
+}

@@ -70,10 +70,16 @@ fn mutated_chunks_error_cleanly() {
 }
 
 async fn open_and_read(dir: &std::path::Path, rel: &str) -> Result<(), String> {
+    // `store#/key` opens one leaf of a store.
+    let (rel, key) = rel
+        .split_once('#')
+        .map_or((rel, None), |(r, k)| (r, Some(k)));
     let loc = Location::local(dir.join(rel)).map_err(|e| e.to_string())?;
-    let ds = Dataset::open(&loc, &OpenOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
+    let ds = match key {
+        Some(k) => Dataset::open_key(&loc, k, &OpenOptions::default()).await,
+        None => Dataset::open(&loc, &OpenOptions::default()).await,
+    }
+    .map_err(|e| e.to_string())?;
     read_all(Arc::new(ds), 1 << 16)
         .await
         .map_err(|e| e.to_string())?;
@@ -84,6 +90,7 @@ async fn open_and_read(dir: &std::path::Path, rel: &str) -> Result<(), String> {
 /// `f`, and opens + reads it all.
 async fn mutate_and_read(rel: &str, target: &str, f: impl Fn(&mut Vec<u8>)) -> Result<(), String> {
     let tmp = tempfile::tempdir().unwrap();
+    let (rel, key) = rel.split_once('#').map_or((rel, ""), |(r, k)| (r, k));
     let src = fixture(rel);
     let dst = tmp.path().join(rel.rsplit('/').next().unwrap());
     copy_tree(&src, &dst);
@@ -95,7 +102,10 @@ async fn mutate_and_read(rel: &str, target: &str, f: impl Fn(&mut Vec<u8>)) -> R
     let mut b = std::fs::read(&t).unwrap();
     f(&mut b);
     std::fs::write(&t, b).unwrap();
-    let name = dst.file_name().unwrap().to_string_lossy().to_string();
+    let mut name = dst.file_name().unwrap().to_string_lossy().to_string();
+    if !key.is_empty() {
+        name = format!("{name}#{key}");
+    }
     let r = AssertUnwindSafe(open_and_read(tmp.path(), &name))
         .catch_unwind()
         .await;
@@ -131,13 +141,18 @@ async fn mutated_containers_error_cleanly() {
         ("bcolz/carray-S3", "meta/storage"),
         ("bcolz/carray-S3", "data/__3.blp"),
         ("bcolz/ctable", "__rootdirs__"),
+        ("stores/obs.b2e", ""),
+        ("stores/small.b2e#/b/c", ""),
+        ("stores/tree.b2z#/grp/table", ""),
+        ("stores/tree.b2d#/grp/counts", "embed.b2e"),
     ];
     let mut cases = 0;
     let mut errs = 0;
     for (rel, target) in targets {
-        let len = std::fs::read(fixture(rel).join(target))
+        let file = fixture(rel.split('#').next().unwrap());
+        let len = std::fs::read(file.join(target))
             .map(|b| b.len())
-            .unwrap_or_else(|_| std::fs::read(fixture(rel)).unwrap().len());
+            .unwrap_or_else(|_| std::fs::read(&file).unwrap().len());
         let positions: Vec<usize> = if len <= 700 {
             (0..len).collect()
         } else {

@@ -13,4 +13,5 @@ mod differential;
 mod io_bounds;
 mod pushdown;
 mod sql;
+mod stores;
 mod util;

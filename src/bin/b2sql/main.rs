@@ -4,6 +4,26 @@
 //! `inspect`, and `decode` (one raw chunk to raw bytes). Errors are printed as one or two
 //! lines on stderr with exit code 1 (2 for usage errors).
 
+/// `println!` that ends the process quietly when stdout is closed (`b2sql … | head`)
+/// instead of panicking, and with an error for other write failures.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($t)*) {
+            $crate::stdout_failed(e)
+        }
+    }};
+}
+
+/// Exit for a failed write to stdout: quietly (status 0) when the reader went away.
+fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0)
+    }
+    eprintln!("error: writing to stdout: {e}");
+    std::process::exit(1)
+}
+
 mod output;
 mod repl;
 
@@ -125,6 +145,8 @@ fn main() -> ExitCode {
     };
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`| head`): not an error of ours.
+        Err(e) if e.contains("Broken pipe") => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -163,10 +185,14 @@ async fn open(ctx: &SessionContext, path: &str, dtype: Option<String>) -> CliRes
         ),
         None => None,
     };
-    let loc = resolve_location(&ctx.runtime_env(), path).map_err(msg)?;
-    Dataset::open(&loc, &OpenOptions { dtype: od })
-        .await
-        .map_err(msg)
+    let (file, key) = datafusion_blosc2::provider::session::split_key(path);
+    let loc = resolve_location(&ctx.runtime_env(), file).map_err(msg)?;
+    let o = OpenOptions { dtype: od };
+    match key {
+        Some(k) => Dataset::open_key(&loc, k, &o).await,
+        None => Dataset::open(&loc, &o).await,
+    }
+    .map_err(msg)
 }
 
 /// Streams the table at `path` into a Parquet file, batch by batch (memory stays flat),
@@ -250,10 +276,18 @@ async fn run(cli: Cli) -> CliResult {
         }
         Command::Inspect { path, json, dtype } => {
             let ctx = context();
-            let ds = open(&ctx, &path, dtype).await?;
-            let d = datafusion_blosc2::describe::describe(&ds);
+            let d = match open(&ctx, &path, dtype).await {
+                Ok(ds) => datafusion_blosc2::describe::describe(&ds),
+                // A DictStore / TreeStore / EmbedStore: describe its leaves instead.
+                Err(e) => {
+                    let loc = resolve_location(&ctx.runtime_env(), &path).map_err(msg)?;
+                    datafusion_blosc2::describe::describe_store(&loc)
+                        .await
+                        .map_err(|_| e)?
+                }
+            };
             if json {
-                println!("{}", serde_json::to_string_pretty(&d).map_err(msg)?);
+                outln!("{}", serde_json::to_string_pretty(&d).map_err(msg)?);
             } else {
                 output::print_description(&d, 0);
             }
@@ -264,14 +298,14 @@ async fn run(cli: Cli) -> CliResult {
             let ds = open(&ctx, &path, dtype).await?;
             let schema = datafusion_blosc2::arrow_reader::schema::dataset_schema(&ds);
             for f in schema.fields() {
-                println!(
+                outln!(
                     "{}: {}{}",
                     f.name(),
                     f.data_type(),
                     if f.is_nullable() { "" } else { " not null" }
                 );
             }
-            println!("attributes: {}", ds.attributes_json());
+            outln!("attributes: {}", ds.attributes_json());
             Ok(())
         }
         Command::Export {

@@ -174,21 +174,21 @@ pub fn print_description(v: &Value, indent: usize) {
             for (k, val) in m {
                 match val {
                     Value::Object(o) if !o.is_empty() => {
-                        println!("{pad}{k}:");
+                        outln!("{pad}{k}:");
                         print_description(val, indent + 2);
                     }
                     Value::Array(a) if a.iter().any(|x| x.is_object()) => {
-                        println!("{pad}{k}:");
+                        outln!("{pad}{k}:");
                         for item in a {
                             print_description(item, indent + 2);
-                            println!();
+                            outln!();
                         }
                     }
                     Value::Null => {}
-                    other => println!("{pad}{k}: {other}"),
+                    other => outln!("{pad}{k}: {other}"),
                 }
             }
         }
-        other => println!("{pad}{other}"),
+        other => outln!("{pad}{other}"),
     }
 }

@@ -52,7 +52,7 @@ pub async fn run(ctx: &SessionContext, format: Format) -> CliResult {
     if let Some(h) = &history {
         let _ = rl.load_history(h);
     }
-    println!(
+    outln!(
         "b2sql {} — SQL over Blosc2. End statements with ';'. \\d lists tables, \\q quits.",
         env!("CARGO_PKG_VERSION")
     );
