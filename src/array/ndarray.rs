@@ -556,6 +556,97 @@ impl NdArray {
         self.gather(bx, &decoded)
     }
 
+    /// Reads items `range` of a 1-D array straight into `out` (`range.len() × itemsize`
+    /// bytes, e.g. an Arrow buffer): a chunk the range covers whole is decoded into place
+    /// (on up to `threads` threads); a run of whole blocks is decoded into place; only
+    /// ragged edges go through a chunk buffer.
+    ///
+    /// # Errors
+    /// Not 1-D, a range or buffer that does not fit, IO and decoding errors.
+    pub async fn read_1d_into(
+        &self,
+        range: Range<u64>,
+        out: &mut [u8],
+        stats: &mut ReadStats,
+        threads: usize,
+    ) -> Result<()> {
+        let g = &self.geometry;
+        let isz = self.itemsize() as u64;
+        if g.ndim() != 1
+            || range.start > range.end
+            || range.end > g.shape[0]
+            || out.len() as u64 != (range.end - range.start) * isz
+        {
+            return Err(Error::InvalidArgument(format!(
+                "1-D read of {range:?} into {} bytes from an array of shape {:?}",
+                out.len(),
+                g.shape
+            )));
+        }
+        let bx = [range.clone()];
+        let idx = g.chunks_in_box(&bx);
+        let raws = self.fetch_recent(&idx, stats).await?;
+        let path = self.display();
+        for (&i, raw) in idx.iter().zip(&raws) {
+            let cs = i * g.chunkshape[0];
+            let ce = (cs + g.chunkshape[0]).min(g.shape[0]);
+            let (a, b) = (range.start.max(cs), range.end.min(ce));
+            let dst =
+                &mut out[((a - range.start) * isz) as usize..((b - range.start) * isz) as usize];
+            if let RawChunk::Stored(bytes) = raw {
+                let chunk = Chunk::parse(bytes).map_err(|e| Error::chunk(e, path, i, 0))?;
+                if chunk.nbytes() as u64 != self.expected_chunk_bytes(i) {
+                    return Err(Error::corrupt(
+                        path,
+                        "chunk",
+                        format!(
+                            "chunk {i} holds {} bytes, the geometry needs {}",
+                            chunk.nbytes(),
+                            self.expected_chunk_bytes(i)
+                        ),
+                    ));
+                }
+                stats.chunks_read += 1;
+                let nblocks = chunk.nblocks() as u64;
+                if chunk.nbytes() == dst.len() {
+                    chunk
+                        .decode_into_parallel(dst, threads)
+                        .map_err(|e| Error::chunk(e, path, i, 0))?;
+                    stats.blocks_decoded += nblocks;
+                    continue;
+                }
+                // A run of whole blocks, decoded into place.
+                let bi = g.blockshape[0].max(1);
+                if self.block_addressable
+                    && chunk.header().special() == crate::chunk::SpecialValue::None
+                    && (a - cs).is_multiple_of(bi)
+                {
+                    let blocks = ((a - cs) / bi) as usize..((b - cs).div_ceil(bi)) as usize;
+                    if let Ok(span) = chunk.blocks_byte_range(blocks.clone())
+                        && span.start as u64 == (a - cs) * isz
+                        && span.len() == dst.len()
+                    {
+                        chunk
+                            .decode_blocks_into(blocks.clone(), dst)
+                            .map_err(|e| Error::chunk(e, path, i, 0))?;
+                        stats.blocks_decoded += blocks.len() as u64;
+                        stats.blocks_skipped += nblocks - blocks.len() as u64;
+                        continue;
+                    }
+                }
+                stats.chunks_read -= 1;
+            }
+            let buf = self.decode_for_box(i, raw, &bx, stats, threads)?;
+            let src = buf
+                .get(((a - cs) * isz) as usize..((b - cs) * isz) as usize)
+                .ok_or_else(|| {
+                    Error::corrupt(path, "chunk", format!("chunk {i} shorter than its items"))
+                })?;
+            dst.copy_from_slice(src);
+        }
+        Ok(())
+    }
+
     /// The whole array as C-ordered bytes.
     ///
     /// # Errors

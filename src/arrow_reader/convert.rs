@@ -60,6 +60,61 @@ fn primitive<T: ArrowPrimitiveType>(
     )
 }
 
+/// True for dtypes whose bytes are an Arrow primitive buffer as they are: little-endian
+/// integers and floats.
+pub fn direct_primitive(d: &DType) -> bool {
+    matches!(
+        d,
+        DType::Int {
+            bytes: 1 | 2 | 4 | 8,
+            ..
+        } | DType::Float {
+            bytes: 2 | 4 | 8,
+            ..
+        }
+    ) && !is_big_endian(d)
+}
+
+/// The array over `buffer` (`n` values of a [`direct_primitive`] dtype, aligned as Arrow
+/// buffers are); `None` for other dtypes.
+pub fn primitive_from_buffer(d: &DType, buffer: Buffer, n: usize) -> Option<ArrayRef> {
+    fn mk<T: ArrowPrimitiveType>(b: Buffer, n: usize) -> ArrayRef {
+        Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::new(b, 0, n), None))
+    }
+    if !direct_primitive(d) {
+        return None;
+    }
+    Some(match d {
+        DType::Int {
+            bytes: 1,
+            signed: true,
+            ..
+        } => mk::<Int8Type>(buffer, n),
+        DType::Int {
+            bytes: 2,
+            signed: true,
+            ..
+        } => mk::<Int16Type>(buffer, n),
+        DType::Int {
+            bytes: 4,
+            signed: true,
+            ..
+        } => mk::<Int32Type>(buffer, n),
+        DType::Int {
+            bytes: 8,
+            signed: true,
+            ..
+        } => mk::<Int64Type>(buffer, n),
+        DType::Int { bytes: 1, .. } => mk::<UInt8Type>(buffer, n),
+        DType::Int { bytes: 2, .. } => mk::<UInt16Type>(buffer, n),
+        DType::Int { bytes: 4, .. } => mk::<UInt32Type>(buffer, n),
+        DType::Int { bytes: 8, .. } => mk::<UInt64Type>(buffer, n),
+        DType::Float { bytes: 2, .. } => mk::<Float16Type>(buffer, n),
+        DType::Float { bytes: 4, .. } => mk::<Float32Type>(buffer, n),
+        _ => mk::<Float64Type>(buffer, n),
+    })
+}
+
 /// NaT (i64::MIN) mask for datetime/timedelta values.
 fn nat_nulls(vals: &[i64]) -> Option<NullBuffer> {
     if vals.contains(&i64::MIN) {

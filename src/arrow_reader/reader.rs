@@ -4,7 +4,9 @@
 //! dimension 0 at chunk boundaries (so a unit holds at most one chunk row of data); for
 //! tables, row ranges aligned to the first column's chunks. Each unit becomes one batch.
 
-use super::convert::{fixed_list, subarray_items, to_arrow};
+use super::convert::{
+    direct_primitive, fixed_list, primitive_from_buffer, subarray_items, to_arrow,
+};
 use super::schema::dataset_schema;
 use crate::array::dtype::DType;
 use crate::array::geometry::odometer;
@@ -15,7 +17,7 @@ use crate::error::{Error, Result};
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
 };
-use arrow::buffer::OffsetBuffer;
+use arrow::buffer::{MutableBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use std::ops::Range;
 use std::sync::Arc;
@@ -198,6 +200,26 @@ impl BatchReader {
                 let n = unit.rows() as usize;
                 let ndim = a.geometry.ndim();
                 let needs_values = self.projection.iter().any(|&p| p >= ndim);
+                // 1-D little-endian numbers: decoded straight into the Arrow buffer.
+                if needs_values && ndim == 1 && direct_primitive(&a.dtype) {
+                    let mut buf = MutableBuffer::from_len_zeroed(n * a.itemsize());
+                    a.read_1d_into(bx[0].clone(), buf.as_slice_mut(), stats, self.block_threads)
+                        .await?;
+                    let values = primitive_from_buffer(&a.dtype, buf.into(), n)
+                        .expect("direct_primitive dtypes have an Arrow primitive");
+                    let cols: Vec<ArrayRef> = self
+                        .projection
+                        .iter()
+                        .map(|&p| {
+                            if p < ndim {
+                                dim_column(bx, p, n)
+                            } else {
+                                Arc::clone(&values)
+                            }
+                        })
+                        .collect();
+                    return batch(&self.schema, cols, n);
+                }
                 let values = if needs_values {
                     Some(a.read_box_threads(bx, stats, self.block_threads).await?)
                 } else {

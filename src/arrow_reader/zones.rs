@@ -79,7 +79,12 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
                 let whole = boxes.len() == 1 && boxes[0] == region;
                 for bx in boxes {
                     let inner: u64 = bx[1..].iter().map(|r| r.end - r.start).product();
-                    let step = (max_rows / inner.max(1)).max(1);
+                    let mut step = (max_rows / inner.max(1)).max(1);
+                    // Whole blocks per unit, so 1-D reads decode straight into the batch.
+                    let block = g.blockshape[0].max(1);
+                    if step > block {
+                        step -= step % block;
+                    }
                     let mut s = bx[0].start;
                     let pieces = (bx[0].end - bx[0].start).div_ceil(step);
                     while s < bx[0].end {

@@ -185,3 +185,47 @@ async fn typesize_mismatch_is_reported_and_overridable() {
     assert_eq!(&vals[..3], &[9.0, 3.0, 31.144001]);
     assert_eq!((vals[4], vals[5]), (19.0, 1.0));
 }
+
+/// `read_1d_into` (what scans of 1-D numeric arrays decode into Arrow buffers with) agrees
+/// with `read_box` for whole chunks, block-aligned runs and ragged ranges, and decodes
+/// only the blocks of a block-aligned run.
+#[tokio::test]
+async fn one_d_reads_into_place() {
+    for rel in [
+        "b2nd/geom-1d-big.b2nd",
+        "b2nd/special-zeros.b2nd",
+        "schunk/plain.b2frame",
+    ] {
+        let kind = if rel.starts_with("schunk") {
+            "schunk"
+        } else {
+            "b2nd"
+        };
+        let arr = open(rel, kind).await;
+        let g = &arr.geometry;
+        let (n, c, b) = (g.shape[0], g.chunkshape[0], g.blockshape[0]);
+        let isz = arr.itemsize() as u64;
+        let mut ranges = vec![0..n, 0..c.min(n), n - n.min(7)..n, n / 3..n / 2];
+        if c > 2 * b && n > c + 3 * b {
+            ranges.push(c + b..c + 3 * b);
+            ranges.push(c + b..c + 3 * b - 1);
+        }
+        for r in ranges {
+            let want = arr
+                .read_box(&[r.clone()], &mut Default::default())
+                .await
+                .unwrap();
+            for threads in [1, 3] {
+                let mut got = vec![0xAB; ((r.end - r.start) * isz) as usize];
+                let mut st = datafusion_blosc2::array::ndarray::ReadStats::default();
+                arr.read_1d_into(r.clone(), &mut got, &mut st, threads)
+                    .await
+                    .unwrap_or_else(|e| panic!("{rel} {r:?}: {e}"));
+                assert!(got == want, "{rel} {r:?} threads={threads}");
+                if arr.block_addressable && r == (c + b..c + 3 * b) {
+                    assert_eq!(st.blocks_decoded, 2, "{rel} {r:?}: {st:?}");
+                }
+            }
+        }
+    }
+}
