@@ -212,7 +212,7 @@ async fn one_d_reads_into_place() {
         }
         for r in ranges {
             let want = arr
-                .read_box(&[r.clone()], &mut Default::default())
+                .read_box(std::slice::from_ref(&r), &mut Default::default())
                 .await
                 .unwrap();
             for threads in [1, 3] {
