@@ -12,6 +12,7 @@ use crate::container::frame::Frame;
 use crate::container::store::StoreRoot;
 use crate::error::{Error, Result};
 use crate::io::Location;
+use futures::{StreamExt, TryStreamExt};
 use serde_json::Value as Json;
 use std::ops::Range;
 
@@ -245,103 +246,115 @@ impl Table {
         }
         let physical_rows = valid.geometry.shape[0];
         let live_rows = valid.read_all().await?.iter().filter(|&&b| b != 0).count() as u64;
-        let mut columns = Vec::with_capacity(cols.len());
-        for c in cols {
-            let name = c
-                .get("name")
-                .and_then(Json::as_str)
-                .ok_or_else(|| Error::corrupt(&path, "_meta schema", "column without a name"))?
-                .to_string();
-            let ckind = c
-                .get("kind")
-                .and_then(Json::as_str)
-                .unwrap_or("")
-                .to_string();
-            let rel = column_path(&name);
-            let open = |suffix: &'static str| {
-                let rel = format!("_cols/{rel}{suffix}");
-                async move { store.open_frame(&rel).await }
-            };
-            let need = |f: Option<Frame>, what: String| {
-                f.ok_or_else(|| Error::NotFound {
-                    path: format!("{path}/_cols/{rel}{what}"),
-                    what: format!("column {name:?}"),
-                })
-            };
-            let storage = match ckind.as_str() {
-                "utf8" => {
-                    let offsets =
-                        NdArray::from_frame(need(open(".b2nd").await?, ".b2nd".into())?, None)?;
-                    let data = NdArray::from_frame(
-                        need(open(".utf8.b2nd").await?, ".utf8.b2nd".into())?,
-                        None,
-                    )?;
-                    ColumnStorage::Utf8 { offsets, data }
-                }
-                "vlstring" | "vlbytes" | "object" | "list" | "dictionary" | "struct" => {
-                    return Err(Error::unsupported(
+        // Column frames are opened concurrently (a remote table with many columns costs
+        // about one round trip, not one per column).
+        let open_column = |c: &Json| {
+            let c = c.clone();
+            let path = path.clone();
+            async move {
+                let name = c
+                    .get("name")
+                    .and_then(Json::as_str)
+                    .ok_or_else(|| Error::corrupt(&path, "_meta schema", "column without a name"))?
+                    .to_string();
+                let ckind = c
+                    .get("kind")
+                    .and_then(Json::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let rel = column_path(&name);
+                let open = |suffix: &'static str| {
+                    let rel = format!("_cols/{rel}{suffix}");
+                    async move { store.open_frame(&rel).await }
+                };
+                let need = |f: Option<Frame>, what: String| {
+                    f.ok_or_else(|| Error::NotFound {
+                        path: format!("{path}/_cols/{rel}{what}"),
+                        what: format!("column {name:?}"),
+                    })
+                };
+                let storage = match ckind.as_str() {
+                    "utf8" => {
+                        let offsets =
+                            NdArray::from_frame(need(open(".b2nd").await?, ".b2nd".into())?, None)?;
+                        let data = NdArray::from_frame(
+                            need(open(".utf8.b2nd").await?, ".utf8.b2nd".into())?,
+                            None,
+                        )?;
+                        ColumnStorage::Utf8 { offsets, data }
+                    }
+                    "vlstring" | "vlbytes" | "object" | "list" | "dictionary" | "struct" => {
+                        return Err(Error::unsupported(
+                            &path,
+                            format!(
+                                "CTable column {name:?} of kind {ckind:?} (BatchArray-backed columns are not read yet)"
+                            ),
+                        ));
+                    }
+                    _ => {
+                        let f = need(open(".b2nd").await?, ".b2nd".into())?;
+                        let override_dtype = match ckind.as_str() {
+                            "timestamp" => {
+                                let unit =
+                                    match c.get("unit").and_then(Json::as_str).unwrap_or("us") {
+                                        "s" => TimeUnit::Second,
+                                        "ms" => TimeUnit::Milli,
+                                        "ns" => TimeUnit::Nano,
+                                        _ => TimeUnit::Micro,
+                                    };
+                                Some(DType::DateTime {
+                                    unit,
+                                    mult: 1,
+                                    endian: super::dtype::Endian::Little,
+                                })
+                            }
+                            _ => None,
+                        };
+                        ColumnStorage::Fixed(NdArray::from_frame(f, override_dtype)?)
+                    }
+                };
+                let rows_ok = match &storage {
+                    ColumnStorage::Fixed(a) => {
+                        a.geometry.ndim() >= 1 && a.geometry.shape[0] >= physical_rows
+                    }
+                    ColumnStorage::Utf8 { offsets, .. } => {
+                        offsets.geometry.ndim() == 1 && offsets.geometry.shape[0] > physical_rows
+                    }
+                };
+                if !rows_ok {
+                    return Err(Error::corrupt(
                         &path,
+                        "CTable column",
                         format!(
-                            "CTable column {name:?} of kind {ckind:?} (BatchArray-backed columns are not read yet)"
+                            "column {name:?} holds fewer rows than _valid_rows ({physical_rows})"
                         ),
                     ));
                 }
-                _ => {
-                    let f = need(open(".b2nd").await?, ".b2nd".into())?;
-                    let override_dtype = match ckind.as_str() {
-                        "timestamp" => {
-                            let unit = match c.get("unit").and_then(Json::as_str).unwrap_or("us") {
-                                "s" => TimeUnit::Second,
-                                "ms" => TimeUnit::Milli,
-                                "ns" => TimeUnit::Nano,
-                                _ => TimeUnit::Micro,
-                            };
-                            Some(DType::DateTime {
-                                unit,
-                                mult: 1,
-                                endian: super::dtype::Endian::Little,
-                            })
-                        }
-                        _ => None,
+                let nullable = c.get("nullable").and_then(Json::as_bool).unwrap_or(false);
+                let nulls = if let Some(v) = c.get("null_value") {
+                    NullRule::Sentinel(v.clone())
+                } else if nullable {
+                    let mask = match open(".notnull.b2nd").await? {
+                        Some(f) => Some(NdArray::from_frame(f, None)?),
+                        None => None,
                     };
-                    ColumnStorage::Fixed(NdArray::from_frame(f, override_dtype)?)
-                }
-            };
-            let rows_ok = match &storage {
-                ColumnStorage::Fixed(a) => {
-                    a.geometry.ndim() >= 1 && a.geometry.shape[0] >= physical_rows
-                }
-                ColumnStorage::Utf8 { offsets, .. } => {
-                    offsets.geometry.ndim() == 1 && offsets.geometry.shape[0] > physical_rows
-                }
-            };
-            if !rows_ok {
-                return Err(Error::corrupt(
-                    &path,
-                    "CTable column",
-                    format!("column {name:?} holds fewer rows than _valid_rows ({physical_rows})"),
-                ));
-            }
-            let nullable = c.get("nullable").and_then(Json::as_bool).unwrap_or(false);
-            let nulls = if let Some(v) = c.get("null_value") {
-                NullRule::Sentinel(v.clone())
-            } else if nullable {
-                let mask = match open(".notnull.b2nd").await? {
-                    Some(f) => Some(NdArray::from_frame(f, None)?),
-                    None => None,
+                    NullRule::Mask(mask)
+                } else {
+                    NullRule::None
                 };
-                NullRule::Mask(mask)
-            } else {
-                NullRule::None
-            };
-            columns.push(TableColumn {
-                name,
-                kind: ckind,
-                storage,
-                nulls,
-                timezone: c.get("timezone").and_then(Json::as_str).map(str::to_string),
-            });
-        }
+                Ok::<TableColumn, Error>(TableColumn {
+                    name,
+                    kind: ckind,
+                    storage,
+                    nulls,
+                    timezone: c.get("timezone").and_then(Json::as_str).map(str::to_string),
+                })
+            }
+        };
+        let columns: Vec<TableColumn> = futures::stream::iter(cols.iter().map(open_column))
+            .buffered(16)
+            .try_collect()
+            .await?;
         let attrs = match store.open_frame("_vlmeta.b2f").await? {
             Some(f) => f.attributes_json(),
             None => Json::Object(Default::default()),
