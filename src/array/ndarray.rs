@@ -348,6 +348,16 @@ impl NdArray {
         }
     }
 
+    /// Estimated cost of reading chunk `i`: its stored bytes when the container knows them
+    /// without a request, else its decoded bytes.
+    pub fn chunk_cost(&self, i: u64) -> u64 {
+        let stored = match &self.source {
+            ChunkSource::Frame(f) => f.stored_len(i),
+            ChunkSource::Bcolz(_) => None,
+        };
+        stored.unwrap_or_else(|| self.expected_chunk_bytes(i))
+    }
+
     /// Fetches raw chunks.
     ///
     /// # Errors

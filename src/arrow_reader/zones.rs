@@ -124,6 +124,49 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
     }
 }
 
+/// Estimated cost of reading `unit`, for spreading units over partitions: the stored
+/// bytes of the chunks it touches (pro rata), plus its decoded size / 8 so that special
+/// (unstored) chunks still weigh something. Tables add up their columns.
+pub fn unit_cost(ds: &Dataset, unit: &ScanUnit) -> u64 {
+    fn array_cost(a: &NdArray, bx: &[Range<u64>]) -> u64 {
+        let g = &a.geometry;
+        let items: u64 = bx.iter().map(|r| r.end - r.start).product();
+        if g.ndim() == 0 {
+            return a.chunk_cost(0) + a.itemsize() as u64 / 8;
+        }
+        let mut cost = items * a.itemsize() as u64 / 8;
+        for c in g.chunks_in_box(bx) {
+            let region = g.chunk_region(&g.chunk_coords(c));
+            let total: u64 = region.iter().map(|r| r.end - r.start).product();
+            let overlap: u64 = region
+                .iter()
+                .zip(bx)
+                .map(|(r, b)| r.end.min(b.end).saturating_sub(r.start.max(b.start)))
+                .product();
+            cost += a.chunk_cost(c) * overlap / total.max(1);
+        }
+        cost
+    }
+    match (ds, unit) {
+        (Dataset::Array(a), ScanUnit::Box(bx)) => array_cost(a, bx),
+        (Dataset::Table(t), ScanUnit::Rows(rows)) => t
+            .columns
+            .iter()
+            .map(|c| match &c.storage {
+                crate::array::table::ColumnStorage::Fixed(a) => {
+                    let mut bx = vec![rows.clone()];
+                    bx.extend(a.geometry.shape[1..].iter().map(|&s| 0..s));
+                    array_cost(a, &bx)
+                }
+                crate::array::table::ColumnStorage::Utf8 { offsets, .. } => {
+                    array_cost(offsets, std::slice::from_ref(rows)) * 2
+                }
+            })
+            .sum(),
+        _ => unit.rows(),
+    }
+}
+
 /// Per-segment minima and maxima of a table column's SUMMARY sidecar as arrays of the
 /// column's Arrow type `to`; segments whose extrema do not describe every value (NaN,
 /// all-null) are null.

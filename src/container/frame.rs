@@ -644,6 +644,24 @@ impl Frame {
         })
     }
 
+    /// Stored (compressed) size of chunk `i`: 0 for special chunks, the extent for a
+    /// contiguous frame, `None` when unknown without a request (sparse frames).
+    pub fn stored_len(&self, i: u64) -> Option<u64> {
+        if i >= self.nchunks() {
+            return None;
+        }
+        if self.special_of(i).is_some() {
+            return Some(0);
+        }
+        match self.store {
+            ChunkStore::Sparse { .. } => None,
+            _ => {
+                let r = self.contiguous_extent(i, 0);
+                Some(r.end.saturating_sub(r.start))
+            }
+        }
+    }
+
     /// Byte range in the file of stored chunk `i` of a contiguous frame: from its offset to
     /// the next stored offset (or the end of the chunks section).
     fn contiguous_extent(&self, i: u64, base: u64) -> Range<u64> {

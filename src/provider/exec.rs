@@ -5,7 +5,7 @@
 use super::prune::{PruneReport, ZoneMaps};
 use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
-use crate::arrow_reader::zones::ZonedUnit;
+use crate::arrow_reader::zones::{ZonedUnit, unit_cost};
 use crate::dataset::Dataset;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
@@ -43,19 +43,24 @@ pub struct Blosc2Exec {
     props: Arc<PlanProperties>,
 }
 
-/// Splits `units` into at most `n` contiguous groups of similar row counts.
-fn balance(units: Vec<ZonedUnit>, n: usize) -> Vec<Vec<ZonedUnit>> {
+/// Splits `units` into at most `n` contiguous groups of similar estimated cost
+/// ([`unit_cost`]: stored bytes read plus decoded bytes produced).
+fn balance(ds: &Dataset, units: Vec<ZonedUnit>, n: usize) -> Vec<Vec<ZonedUnit>> {
     let n = n.max(1).min(units.len().max(1));
-    let total: u64 = units.iter().map(|u| u.unit.rows()).sum();
+    let costs: Vec<u64> = units
+        .iter()
+        .map(|u| unit_cost(ds, &u.unit).max(1))
+        .collect();
+    let total: u64 = costs.iter().sum();
     let per = total.div_ceil(n as u64).max(1);
     let mut out = vec![Vec::new()];
     let mut acc = 0;
-    for u in units {
+    for (u, c) in units.into_iter().zip(costs) {
         if acc >= per && out.len() < n {
             out.push(Vec::new());
             acc = 0;
         }
-        acc += u.unit.rows();
+        acc += c;
         out.last_mut().expect("non-empty").push(u);
     }
     out
@@ -96,7 +101,7 @@ impl Blosc2Exec {
             }
             Dataset::Table(_) => (0, 0),
         };
-        let partitions = balance(units, target_partitions);
+        let partitions = balance(&ds, units, target_partitions);
         // Fewer units than cores: the idle cores decode blocks of each big chunk instead.
         let big_chunks = matches!(&*ds, Dataset::Array(a)
             if a.geometry.chunk_items() * a.itemsize() as u64 >= PARALLEL_MIN_BYTES as u64);
