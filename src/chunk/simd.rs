@@ -25,7 +25,11 @@ pub fn active_kernels() -> &'static str {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        "x86_64 sse2 (unshuffle 2/4/8/16, bit untranspose)"
+        if has_avx2() {
+            "x86_64 sse2 (unshuffle 2/4/8/16) + avx2 (bit untranspose)"
+        } else {
+            "x86_64 sse2 (unshuffle 2/4/8/16, bit untranspose)"
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -59,13 +63,34 @@ pub fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usi
     }
     #[cfg(target_arch = "x86_64")]
     {
-        x86::bit_untranspose_plane(plane, rowlen, out)
+        if has_avx2() {
+            // SAFETY: AVX2 support was just checked at run time.
+            let done = unsafe { x86::bit_untranspose_plane_avx2(plane, rowlen, out) };
+            // The SSE2 kernel finishes a 16-byte tail the 32-byte kernel left.
+            let sse =
+                x86::bit_untranspose_plane(&plane[done..], rowlen, &mut out[8 * done..], done);
+            return done + sse;
+        }
+        x86::bit_untranspose_plane(plane, rowlen, out, 0)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (plane, rowlen, out);
         0
     }
+}
+
+/// True when the CPU has AVX2 (checked once) and SIMD is on.
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    static AVX2: OnceLock<bool> = OnceLock::new();
+    *AVX2.get_or_init(|| {
+        std::is_x86_feature_detected!("avx2")
+            && !matches!(
+                std::env::var("DATAFUSION_BLOSC2_SIMD").as_deref(),
+                Ok("sse2")
+            )
+    })
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -91,8 +116,15 @@ mod x86 {
     /// 16 row bytes at a time: an 8×16 byte transpose (unpack rounds) puts byte `k` of the
     /// 8 rows into one 64-bit lane, then the 8×8 bit transpose of `transpose8` runs on
     /// both lanes at once and 16 output bytes are stored.
-    pub(super) fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usize {
-        let done = rowlen / 16 * 16;
+    /// `start`: row bytes already done (by the AVX2 kernel); returns how many more.
+    pub(super) fn bit_untranspose_plane(
+        plane: &[u8],
+        rowlen: usize,
+        out: &mut [u8],
+        start: usize,
+    ) -> usize {
+        // `plane` and `out` are already advanced by `start` row bytes / `8 * start` bytes.
+        let done = (rowlen - start) / 16 * 16;
         for k in (0..done).step_by(16) {
             // SAFETY: SSE2 is part of the x86_64 baseline; a register op.
             let mut r = [unsafe { _mm_setzero_si128() }; 8];
@@ -113,6 +145,94 @@ mod x86 {
             }
         }
         done
+    }
+
+    /// The AVX2 twin of [`bit_untranspose_plane`]: 32 row bytes per step (each 128-bit
+    /// lane runs the SSE2 unpack network on its 16 bytes). Returns the row bytes done.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn bit_untranspose_plane_avx2(
+        plane: &[u8],
+        rowlen: usize,
+        out: &mut [u8],
+    ) -> usize {
+        let done = rowlen / 32 * 32;
+        for k in (0..done).step_by(32) {
+            let mut r = [_mm256_setzero_si256(); 8];
+            for (b, slot) in r.iter_mut().enumerate() {
+                let row = &plane[b * rowlen + k..b * rowlen + k + 32];
+                // SAFETY: `row` is exactly 32 readable bytes (slice-checked); unaligned
+                // loads are allowed.
+                *slot = unsafe { _mm256_loadu_si256(row.as_ptr().cast()) };
+            }
+            let a = [
+                _mm256_unpacklo_epi8(r[0], r[1]),
+                _mm256_unpackhi_epi8(r[0], r[1]),
+                _mm256_unpacklo_epi8(r[2], r[3]),
+                _mm256_unpackhi_epi8(r[2], r[3]),
+                _mm256_unpacklo_epi8(r[4], r[5]),
+                _mm256_unpackhi_epi8(r[4], r[5]),
+                _mm256_unpacklo_epi8(r[6], r[7]),
+                _mm256_unpackhi_epi8(r[6], r[7]),
+            ];
+            let b0123 = [
+                _mm256_unpacklo_epi16(a[0], a[2]),
+                _mm256_unpackhi_epi16(a[0], a[2]),
+                _mm256_unpacklo_epi16(a[1], a[3]),
+                _mm256_unpackhi_epi16(a[1], a[3]),
+            ];
+            let b4567 = [
+                _mm256_unpacklo_epi16(a[4], a[6]),
+                _mm256_unpackhi_epi16(a[4], a[6]),
+                _mm256_unpacklo_epi16(a[5], a[7]),
+                _mm256_unpackhi_epi16(a[5], a[7]),
+            ];
+            for q in 0..4 {
+                for (h, v) in [
+                    _mm256_unpacklo_epi32(b0123[q], b4567[q]),
+                    _mm256_unpackhi_epi32(b0123[q], b4567[q]),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let t = transpose8x4(v);
+                    // Register i = 2q + h holds row bytes k + 2i, k + 2i + 1 in its low
+                    // lane and k + 16 + 2i, k + 17 + 2i in its high lane.
+                    let i = 2 * q + h;
+                    let lo = &mut out[8 * (k + 2 * i)..8 * (k + 2 * i) + 16];
+                    // SAFETY: `lo` is exactly 16 writable bytes; unaligned store.
+                    unsafe { _mm_storeu_si128(lo.as_mut_ptr().cast(), _mm256_castsi256_si128(t)) };
+                    let hi = &mut out[8 * (k + 16 + 2 * i)..8 * (k + 16 + 2 * i) + 16];
+                    // SAFETY: as above.
+                    unsafe {
+                        _mm_storeu_si128(hi.as_mut_ptr().cast(), _mm256_extracti128_si256::<1>(t))
+                    };
+                }
+            }
+        }
+        done
+    }
+
+    /// `filter::bitshuffle::transpose8` on the four 64-bit lanes.
+    #[target_feature(enable = "avx2")]
+    fn transpose8x4(mut x: __m256i) -> __m256i {
+        let t = _mm256_and_si256(
+            _mm256_xor_si256(x, _mm256_srli_epi64::<7>(x)),
+            _mm256_set1_epi64x(0x00AA_00AA_00AA_00AA),
+        );
+        x = _mm256_xor_si256(_mm256_xor_si256(x, t), _mm256_slli_epi64::<7>(t));
+        let t = _mm256_and_si256(
+            _mm256_xor_si256(x, _mm256_srli_epi64::<14>(x)),
+            _mm256_set1_epi64x(0x0000_CCCC_0000_CCCC),
+        );
+        x = _mm256_xor_si256(_mm256_xor_si256(x, t), _mm256_slli_epi64::<14>(t));
+        let t = _mm256_and_si256(
+            _mm256_xor_si256(x, _mm256_srli_epi64::<28>(x)),
+            _mm256_set1_epi64x(0x0000_0000_F0F0_F0F0),
+        );
+        _mm256_xor_si256(_mm256_xor_si256(x, t), _mm256_slli_epi64::<28>(t))
     }
 
     /// `r[b]` = bytes k..k+16 of row b → 8 registers, register i holding
@@ -248,6 +368,42 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use crate::chunk::filter::shuffle::{shuffle, unshuffle_portable};
+
+    /// Each x86 bit-untranspose kernel on its own (the dispatcher picks one per CPU),
+    /// against the scalar 8×8 transpose, for row lengths around the vector widths.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn x86_bit_untranspose_kernels_equal_scalar() {
+        use crate::chunk::filter::bitshuffle::transpose8;
+        let mut seed = 0x1234_5678_9ABC_DEF1u64;
+        for rowlen in [0usize, 1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 100, 257] {
+            let plane: Vec<u8> = (0..8 * rowlen)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed as u8
+                })
+                .collect();
+            let mut want = vec![0u8; 8 * rowlen];
+            for k in 0..rowlen {
+                let x = u64::from_le_bytes(std::array::from_fn(|b| plane[b * rowlen + k]));
+                want[8 * k..8 * k + 8].copy_from_slice(&transpose8(x).to_le_bytes());
+            }
+            let mut sse = vec![0u8; 8 * rowlen];
+            let done = super::x86::bit_untranspose_plane(&plane, rowlen, &mut sse, 0);
+            assert_eq!(done, rowlen / 16 * 16);
+            assert_eq!(sse[..8 * done], want[..8 * done], "sse2 rowlen={rowlen}");
+            if std::is_x86_feature_detected!("avx2") {
+                let mut avx = vec![0u8; 8 * rowlen];
+                // SAFETY: AVX2 support was just checked.
+                let done =
+                    unsafe { super::x86::bit_untranspose_plane_avx2(&plane, rowlen, &mut avx) };
+                assert_eq!(done, rowlen / 32 * 32);
+                assert_eq!(avx[..8 * done], want[..8 * done], "avx2 rowlen={rowlen}");
+            }
+        }
+    }
 
     #[test]
     fn simd_unshuffle_equals_portable() {

@@ -114,7 +114,7 @@ mod tests {
     fn simd_bitunshuffle_equals_portable() {
         let mut seed = 0x2545_F491_4F6C_DD1Du64;
         for s in 1..=17usize {
-            for n in [8usize, 16, 120, 128, 136, 256, 1000, 4096, 4104] {
+            for n in [8usize, 16, 120, 128, 136, 256, 384, 392, 1000, 4096, 4104] {
                 let src: Vec<u8> = (0..n * s)
                     .map(|_| {
                         seed ^= seed << 13;
