@@ -26,7 +26,7 @@ pub fn active_kernels() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
         if has_avx2() {
-            "x86_64 sse2 (unshuffle 2/4/8/16) + avx2 (bit untranspose)"
+            "x86_64 avx2 + sse2 (unshuffle 2/4/8/16, bit untranspose)"
         } else {
             "x86_64 sse2 (unshuffle 2/4/8/16, bit untranspose)"
         }
@@ -104,13 +104,84 @@ mod x86 {
             return false;
         }
         match s {
-            2 => tiles::<2>(src, dst, ne),
-            4 => tiles::<4>(src, dst, ne),
-            8 => tiles::<8>(src, dst, ne),
-            16 => tiles::<16>(src, dst, ne),
+            2 => run::<2>(src, dst, ne),
+            4 => run::<4>(src, dst, ne),
+            8 => run::<8>(src, dst, ne),
+            16 => run::<16>(src, dst, ne),
             _ => return false,
         }
         true
+    }
+
+    /// AVX2 for pairs of tiles when the CPU has it, SSE2 for the rest.
+    fn run<const S: usize>(src: &[u8], dst: &mut [u8], ne: usize) {
+        let first = if super::has_avx2() {
+            // SAFETY: AVX2 support was checked at run time.
+            unsafe { tiles_avx2::<S>(src, dst, ne) }
+        } else {
+            0
+        };
+        tiles::<S>(src, dst, ne, first);
+    }
+
+    /// 32 elements per step: each 128-bit lane runs the SSE2 interleave network on its 16
+    /// elements; lane 0 of the S results is tile 2p, lane 1 tile 2p + 1. Returns the number
+    /// of 16-element tiles done.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    unsafe fn tiles_avx2<const S: usize>(src: &[u8], dst: &mut [u8], ne: usize) -> usize {
+        let pairs = ne / 32;
+        for p in 0..pairs {
+            let mut v = [_mm256_setzero_si256(); S];
+            for (j, slot) in v.iter_mut().enumerate() {
+                let row = &src[j * ne + p * 32..j * ne + p * 32 + 32];
+                // SAFETY: `row` is exactly 32 readable bytes (slice-checked); unaligned load.
+                *slot = unsafe { _mm256_loadu_si256(row.as_ptr().cast()) };
+            }
+            let out = interleave256::<S>(v);
+            for (lane, t) in [(0usize, 2 * p), (1, 2 * p + 1)] {
+                let tile = &mut dst[t * 16 * S..(t + 1) * 16 * S];
+                for (k, reg) in out.iter().enumerate() {
+                    let half = if lane == 0 {
+                        _mm256_castsi256_si128(*reg)
+                    } else {
+                        _mm256_extracti128_si256::<1>(*reg)
+                    };
+                    let o = &mut tile[k * 16..k * 16 + 16];
+                    // SAFETY: `o` is exactly 16 writable bytes; unaligned store.
+                    unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), half) };
+                }
+            }
+        }
+        pairs * 2
+    }
+
+    /// [`interleave`] on 256-bit registers (the unpacks work per 128-bit lane).
+    #[target_feature(enable = "avx2")]
+    fn interleave256<const S: usize>(v: [__m256i; S]) -> [__m256i; S] {
+        let mut cur = v;
+        let mut width = 1;
+        while width < S {
+            let mut next = cur;
+            for g2 in 0..S / width / 2 {
+                for e in 0..width {
+                    let (a, b) = (cur[2 * g2 * width + e], cur[(2 * g2 + 1) * width + e]);
+                    let (lo, hi) = match width {
+                        1 => (_mm256_unpacklo_epi8(a, b), _mm256_unpackhi_epi8(a, b)),
+                        2 => (_mm256_unpacklo_epi16(a, b), _mm256_unpackhi_epi16(a, b)),
+                        4 => (_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b)),
+                        _ => (_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b)),
+                    };
+                    next[g2 * 2 * width + 2 * e] = lo;
+                    next[g2 * 2 * width + 2 * e + 1] = hi;
+                }
+            }
+            cur = next;
+            width *= 2;
+        }
+        cur
     }
 
     /// 16 row bytes at a time: an 8×16 byte transpose (unpack rounds) puts byte `k` of the
@@ -303,9 +374,9 @@ mod x86 {
     }
 
     /// Processes full tiles of 16 elements with SSE2, the rest with scalar code.
-    fn tiles<const S: usize>(src: &[u8], dst: &mut [u8], ne: usize) {
+    fn tiles<const S: usize>(src: &[u8], dst: &mut [u8], ne: usize, first: usize) {
         let tiles = ne / 16;
-        for t in 0..tiles {
+        for t in first..tiles {
             // SAFETY: SSE2 is part of the x86_64 baseline; a register op with no memory access.
             let mut v = [unsafe { _mm_setzero_si128() }; S];
             for (j, slot) in v.iter_mut().enumerate() {
