@@ -51,7 +51,8 @@ impl StoreRoot {
     /// local header to find where its data starts.
     ///
     /// # Errors
-    /// Not a zip, ZIP64 archives, or deflated members.
+    /// Not a zip, or a malformed end record, central directory or local header (ZIP64
+    /// archives are read; deflated members are skipped).
     pub async fn open_zip(file: &Location) -> Result<StoreRoot> {
         let path = file.display();
         let size = file.size().await?.ok_or_else(|| Error::NotFound {
@@ -64,12 +65,33 @@ impl StoreRoot {
             .rev()
             .find(|&i| tail[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])
             .ok_or_else(|| Error::corrupt(path, "zip", "no end-of-central-directory record"))?;
-        let cd_size = le(&tail, eocd + 12, 4);
-        let cd_off = le(&tail, eocd + 16, 4);
-        if cd_off == 0xFFFF_FFFF || cd_size == 0xFFFF_FFFF {
-            return Err(Error::unsupported(path, "ZIP64 archive"));
+        let mut cd_size = le(&tail, eocd + 12, 4);
+        let mut cd_off = le(&tail, eocd + 16, 4);
+        // ZIP64: a locator right before the end record points at the ZIP64 end record,
+        // whose 8-byte fields replace saturated 4-byte ones.
+        if eocd >= 20 && tail[eocd - 20..eocd - 16] == [0x50, 0x4b, 0x06, 0x07] {
+            let rec = le(&tail, eocd - 12, 8);
+            if rec.checked_add(56).is_none_or(|e| e > size) {
+                return Err(Error::corrupt(
+                    path,
+                    "zip64 end locator",
+                    format!("record at {rec} past the end ({size})"),
+                ));
+            }
+            let r = file.get_range(rec..rec + 56).await?;
+            if r[..4] != [0x50, 0x4b, 0x06, 0x06] {
+                return Err(Error::corrupt(path, "zip64 end record", "bad signature"));
+            }
+            cd_size = le(&r, 40, 8);
+            cd_off = le(&r, 48, 8);
+        } else if cd_off == 0xFFFF_FFFF || cd_size == 0xFFFF_FFFF {
+            return Err(Error::corrupt(
+                path,
+                "zip end record",
+                "saturated central directory fields without a ZIP64 locator",
+            ));
         }
-        if cd_off + cd_size > size {
+        if cd_off.checked_add(cd_size).is_none_or(|e| e > size) || cd_size > 1 << 30 {
             return Err(Error::corrupt(
                 path,
                 "zip central directory",
@@ -81,13 +103,14 @@ impl StoreRoot {
         let mut p = 0usize;
         while p + 46 <= cd.len() && cd[p..p + 4] == [0x50, 0x4b, 0x01, 0x02] {
             let method = le(&cd, p + 10, 2);
-            let csize = le(&cd, p + 20, 4);
+            let mut csize = le(&cd, p + 20, 4);
+            let usize_ = le(&cd, p + 24, 4);
             let nlen = le(&cd, p + 28, 2) as usize;
             let xlen = le(&cd, p + 30, 2) as usize;
             let clen = le(&cd, p + 32, 2) as usize;
-            let lho = le(&cd, p + 42, 4);
+            let mut lho = le(&cd, p + 42, 4);
             let name_end = p + 46 + nlen;
-            if name_end > cd.len() {
+            if name_end + xlen > cd.len() {
                 return Err(Error::corrupt(
                     path,
                     "zip central directory",
@@ -95,10 +118,37 @@ impl StoreRoot {
                 ));
             }
             let name = String::from_utf8_lossy(&cd[p + 46..name_end]).into_owned();
+            // ZIP64 extended information (id 1): the saturated fields, in this order.
+            let mut x = name_end;
+            while x + 4 <= name_end + xlen {
+                let (id, len) = (le(&cd, x, 2), le(&cd, x + 2, 2) as usize);
+                let body = x + 4..(x + 4 + len).min(name_end + xlen);
+                if id == 1 {
+                    let mut q = body.start;
+                    let mut next = |v: &mut u64| {
+                        if *v == 0xFFFF_FFFF && q + 8 <= body.end {
+                            *v = le(&cd, q, 8);
+                            q += 8;
+                        }
+                    };
+                    let mut u = usize_;
+                    next(&mut u);
+                    next(&mut csize);
+                    next(&mut lho);
+                }
+                x = body.end;
+            }
             if method == 0 && !name.ends_with('/') {
                 entries.push((name, lho, csize));
             }
             p = name_end + xlen + clen;
+        }
+        if let Some((name, lho, _)) = entries.iter().find(|(_, lho, _)| *lho >= size) {
+            return Err(Error::corrupt(
+                path,
+                "zip central directory",
+                format!("member {name:?}: local header at {lho} past the end ({size})"),
+            ));
         }
         let mut members = BTreeMap::new();
         let ranges: Vec<_> = entries
@@ -115,7 +165,7 @@ impl StoreRoot {
                 ));
             }
             let data = lho + 30 + le(&h, 26, 2) + le(&h, 28, 2);
-            if data + csize > size {
+            if data.checked_add(csize).is_none_or(|e| e > size) {
                 return Err(Error::corrupt(
                     path,
                     "zip local header",

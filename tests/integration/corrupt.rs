@@ -141,6 +141,7 @@ async fn mutated_containers_error_cleanly() {
         ("bcolz/carray-S3", "meta/storage"),
         ("bcolz/carray-S3", "data/__3.blp"),
         ("bcolz/ctable", "__rootdirs__"),
+        ("ctable/people-zip64.b2z", ""),
         ("stores/obs.b2e", ""),
         ("stores/small.b2e#/b/c", ""),
         ("stores/tree.b2z#/grp/table", ""),
