@@ -443,13 +443,16 @@ impl Table {
     ) -> Result<ColumnData> {
         let c = &self.columns[col];
         match &c.storage {
+            ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
+                Ok(ColumnData::Fixed(read_1d(a, rows, stats).await?))
+            }
             ColumnStorage::Fixed(a) => {
                 let mut bx = vec![rows];
                 bx.extend(a.geometry.shape[1..].iter().map(|&s| 0..s));
                 Ok(ColumnData::Fixed(a.read_box(&bx, stats).await?))
             }
             ColumnStorage::Utf8 { offsets, data } => {
-                let raw = offsets.read_box(&[rows.start..rows.end + 1], stats).await?;
+                let raw = read_1d(offsets, rows.start..rows.end + 1, stats).await?;
                 let offs: Vec<i64> = raw
                     .chunks_exact(8)
                     .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
@@ -466,7 +469,7 @@ impl Table {
                         ),
                     ));
                 }
-                let bytes = data.read_box(&[lo as u64..hi as u64], stats).await?;
+                let bytes = read_1d(data, lo as u64..hi as u64, stats).await?;
                 Ok(ColumnData::Utf8 {
                     offsets: offs.iter().map(|o| o - lo).collect(),
                     data: bytes,
@@ -486,7 +489,7 @@ impl Table {
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<u8>>> {
         match &self.columns[col].nulls {
-            NullRule::Mask(Some(m)) => Ok(Some(m.read_box(&[rows], stats).await?)),
+            NullRule::Mask(Some(m)) => Ok(Some(read_1d(m, rows, stats).await?)),
             _ => Ok(None),
         }
     }
@@ -501,10 +504,18 @@ impl Table {
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<u8>>> {
         match &self.valid {
-            Some(v) => Ok(Some(v.read_box(&[rows], stats).await?)),
+            Some(v) => Ok(Some(read_1d(v, rows, stats).await?)),
             None => Ok(None),
         }
     }
+}
+
+/// Rows `rows` of a 1-D array, decoded into place (see [`NdArray::read_1d_into`]).
+async fn read_1d(a: &NdArray, rows: Range<u64>, stats: &mut ReadStats) -> Result<Vec<u8>> {
+    let n = rows.end.saturating_sub(rows.start) * a.itemsize() as u64;
+    let mut out = vec![0u8; n as usize];
+    a.read_1d_into(rows, &mut out, stats, 1).await?;
+    Ok(out)
 }
 
 /// Path of a column under `_cols/` (`spec/stores.md` §5.3): split on unescaped dots,

@@ -257,52 +257,18 @@ impl BatchReader {
         let mut cols = Vec::with_capacity(self.projection.len());
         for &p in &self.projection {
             let c = &t.columns[p];
-            let data = t.read_column(p, rows.clone(), stats).await?;
-            let mut arr: ArrayRef = match data {
-                ColumnData::Utf8 { offsets, data } => {
-                    let offs = OffsetBuffer::new(arrow::buffer::ScalarBuffer::from(
-                        offsets.iter().map(|&o| o as i32).collect::<Vec<i32>>(),
-                    ));
-                    let s = StringArray::try_new(offs, data.into(), None).map_err(|e| {
-                        Error::corrupt(
-                            t.display(),
-                            "utf8 column",
-                            format!("column {:?}: {e}", c.name),
-                        )
-                    })?;
-                    Arc::new(s)
+            let mut arr: ArrayRef = match &c.storage {
+                // 1-D little-endian numbers: decoded straight into the Arrow buffer.
+                ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 && direct_primitive(&a.dtype) => {
+                    let mut buf = MutableBuffer::from_len_zeroed(n * a.itemsize());
+                    a.read_1d_into(rows.clone(), buf.as_slice_mut(), stats, 1)
+                        .await?;
+                    primitive_from_buffer(&a.dtype, buf.into(), n)
+                        .expect("direct_primitive dtypes have an Arrow primitive")
                 }
-                ColumnData::Fixed(bytes) => {
-                    let shape = c.item_shape();
-                    let k: u64 = shape.iter().product();
-                    let d = c.dtype();
-                    if shape.is_empty() {
-                        to_arrow(d, &bytes, n, d.itemsize(), 0)
-                    } else {
-                        fixed_list(
-                            to_arrow(d, &bytes, n * k as usize, d.itemsize(), 0),
-                            k as usize,
-                            None,
-                        )
-                    }
-                }
+                _ => self.table_column(t, p, rows.clone(), stats).await?,
             };
-            // Nulls.
-            match &c.nulls {
-                NullRule::Mask(Some(_)) => {
-                    let mask = t
-                        .read_notnull(p, rows.clone(), stats)
-                        .await?
-                        .expect("mask column");
-                    let is_null = BooleanArray::from_iter(mask.iter().map(|&b| Some(b == 0)));
-                    arr = nullif(&arr, &is_null)?;
-                }
-                NullRule::Sentinel(v) => {
-                    let is_null = sentinel_mask(&arr, v);
-                    arr = nullif(&arr, &is_null)?;
-                }
-                _ => {}
-            }
+            arr = self.table_nulls(t, p, arr, rows.clone(), stats).await?;
             if let ColumnStorage::Fixed(_) = c.storage {
                 arr = cast_to(arr, self.full.field(p).data_type())?;
             }
@@ -316,6 +282,71 @@ impl BatchReader {
                     .map_err(|e| Error::InvalidArgument(e.to_string()))
             }
             _ => Ok(b),
+        }
+    }
+
+    /// Column `p` of `rows` through the general conversion (bytes, then Arrow).
+    async fn table_column(
+        &self,
+        t: &Table,
+        p: usize,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<ArrayRef> {
+        let c = &t.columns[p];
+        let n = (rows.end - rows.start) as usize;
+        let data = t.read_column(p, rows, stats).await?;
+        Ok(match data {
+            ColumnData::Utf8 { offsets, data } => {
+                let offs = OffsetBuffer::new(arrow::buffer::ScalarBuffer::from(
+                    offsets.iter().map(|&o| o as i32).collect::<Vec<i32>>(),
+                ));
+                let s = StringArray::try_new(offs, data.into(), None).map_err(|e| {
+                    Error::corrupt(
+                        t.display(),
+                        "utf8 column",
+                        format!("column {:?}: {e}", c.name),
+                    )
+                })?;
+                Arc::new(s)
+            }
+            ColumnData::Fixed(bytes) => {
+                let shape = c.item_shape();
+                let k: u64 = shape.iter().product();
+                let d = c.dtype();
+                if shape.is_empty() {
+                    to_arrow(d, &bytes, n, d.itemsize(), 0)
+                } else {
+                    fixed_list(
+                        to_arrow(d, &bytes, n * k as usize, d.itemsize(), 0),
+                        k as usize,
+                        None,
+                    )
+                }
+            }
+        })
+    }
+
+    /// Applies column `p`'s null rule (mask sidecar or sentinel) to `arr`.
+    async fn table_nulls(
+        &self,
+        t: &Table,
+        p: usize,
+        arr: ArrayRef,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<ArrayRef> {
+        match &t.columns[p].nulls {
+            NullRule::Mask(Some(_)) => {
+                let mask = t.read_notnull(p, rows, stats).await?.expect("mask column");
+                let is_null = BooleanArray::from_iter(mask.iter().map(|&b| Some(b == 0)));
+                nullif(&arr, &is_null)
+            }
+            NullRule::Sentinel(v) => {
+                let is_null = sentinel_mask(&arr, v);
+                nullif(&arr, &is_null)
+            }
+            _ => Ok(arr),
         }
     }
 }

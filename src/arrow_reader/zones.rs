@@ -26,9 +26,20 @@ pub struct ZonedUnit {
     pub unit: ScanUnit,
     /// Chunk index (arrays) or `row / zone_rows` (tables).
     pub zone: u64,
-    /// True when the unit covers its whole zone, so statistics computed over the unit's
-    /// rows describe the zone.
-    pub whole_zone: bool,
+    /// Rows (elements) of the whole zone, 0 when unknown: statistics over units of one
+    /// zone that add up to this many rows describe the zone.
+    pub zone_rows: u64,
+}
+
+impl ZonedUnit {
+    /// A unit outside zone planning (no zone statistics are gathered from it).
+    pub fn unzoned(unit: ScanUnit) -> Self {
+        ZonedUnit {
+            unit,
+            zone: u64::MAX,
+            zone_rows: 0,
+        }
+    }
 }
 
 /// Plans scan units of `sel` so that each lies inside one zone (at most about `max_rows`
@@ -42,7 +53,7 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
                 return vec![ZonedUnit {
                     unit: ScanUnit::Box(Vec::new()),
                     zone: 0,
-                    whole_zone: true,
+                    zone_rows: 1,
                 }];
             }
             let Some(bbox) = sel
@@ -76,7 +87,7 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
                             .collect::<Vec<_>>(),
                     );
                 });
-                let whole = boxes.len() == 1 && boxes[0] == region;
+                let region_rows: u64 = region.iter().map(|r| r.end - r.start).product();
                 for bx in boxes {
                     let inner: u64 = bx[1..].iter().map(|r| r.end - r.start).product();
                     let mut step = (max_rows / inner.max(1)).max(1);
@@ -86,7 +97,6 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
                         step -= step % block;
                     }
                     let mut s = bx[0].start;
-                    let pieces = (bx[0].end - bx[0].start).div_ceil(step);
                     while s < bx[0].end {
                         let e = (s + step).min(bx[0].end);
                         let mut piece = bx.clone();
@@ -94,7 +104,7 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
                         out.push(ZonedUnit {
                             unit: ScanUnit::Box(piece),
                             zone: c,
-                            whole_zone: whole && pieces == 1,
+                            zone_rows: region_rows,
                         });
                         s = e;
                     }
@@ -114,7 +124,7 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
                     out.push(ZonedUnit {
                         unit: ScanUnit::Rows(s..e),
                         zone,
-                        whole_zone: s == zone * z && e == zone_end,
+                        zone_rows: zone_end - zone * z,
                     });
                     s = e;
                 }

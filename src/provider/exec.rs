@@ -2,11 +2,12 @@
 //! or row ranges), one batch per unit, sliced to `batch_size`; LIMIT stops it early and
 //! dropping the stream stops all work. Metrics show what was read and skipped.
 
-use super::prune::{PruneReport, ZoneMaps};
+use super::prune::{PruneReport, ZoneAccumulator, ZoneMaps};
 use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::zones::{ZonedUnit, unit_cost};
 use crate::dataset::Dataset;
+use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -265,8 +266,9 @@ impl ExecutionPlan for Blosc2Exec {
         .collect();
         let zone_maps = self.zone_maps.clone().filter(|_| !record.is_empty());
         let record = Arc::new(record);
-        let stream =
-            futures::stream::unfold((units.into_iter(), 0usize), move |(mut it, produced)| {
+        let stream = futures::stream::unfold(
+            (units.into_iter(), 0usize, None),
+            move |(mut it, produced, mut acc)| {
                 let reader = reader.clone();
                 let zone_maps = zone_maps.clone();
                 let record = Arc::clone(&record);
@@ -287,10 +289,11 @@ impl ExecutionPlan for Blosc2Exec {
                     let timer = dt.timer();
                     let res = reader.read(&unit.unit, &mut st).await;
                     timer.done();
-                    if let (Ok(b), Some(zm), true) = (&res, &zone_maps, unit.whole_zone) {
-                        for &(i, full) in record.iter() {
-                            zm.record(full, unit.zone, b.column(i));
-                        }
+                    if let (Ok(b), Some(zm)) = (&res, &zone_maps) {
+                        let cols: Vec<usize> = record.iter().map(|&(_, full)| full).collect();
+                        let values: Vec<&ArrayRef> =
+                            record.iter().map(|&(i, _)| b.column(i)).collect();
+                        ZoneAccumulator::add(&mut acc, zm, &unit, &cols, &values);
                     }
                     cr.add(st.chunks_read as usize);
                     cs.add(st.chunks_special as usize);
@@ -306,17 +309,18 @@ impl ExecutionPlan for Blosc2Exec {
                                 .step_by(batch_size)
                                 .map(|o| Ok(b.slice(o, batch_size.min(b.num_rows() - o))))
                                 .collect();
-                            Some((futures::stream::iter(pieces), (it, produced + take)))
+                            Some((futures::stream::iter(pieces), (it, produced + take, acc)))
                         }
                         Err(e) => Some((
                             futures::stream::iter(vec![Err(super::to_df(e))]),
-                            (Vec::new().into_iter(), produced),
+                            (Vec::new().into_iter(), produced, None),
                         )),
                     }
                 }
-            })
-            .flatten()
-            .filter(|r| futures::future::ready(!matches!(r, Ok(b) if b.num_rows() == 0)));
+            },
+        )
+        .flatten()
+        .filter(|r| futures::future::ready(!matches!(r, Ok(b) if b.num_rows() == 0)));
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.reader.schema(),
             stream,

@@ -61,8 +61,79 @@ impl ZoneMaps {
         }
     }
 
+    fn insert(&self, col: usize, zone: u64, mm: (ScalarValue, ScalarValue)) {
+        self.lock().insert((col, zone), mm);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, u64), (ScalarValue, ScalarValue)>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Gathers one zone's extrema over the several units (batches) it was read in, in one
+/// partition; the zone is recorded when its units add up to all its rows.
+#[derive(Debug)]
+pub struct ZoneAccumulator {
+    zone: u64,
+    rows: u64,
+    /// Per recorded column: running extrema, `None` once some batch had none.
+    cols: Vec<Option<(ScalarValue, ScalarValue)>>,
+}
+
+impl ZoneAccumulator {
+    /// Folds the batch of `unit` (columns `values`, full-schema indices `cols`) into the
+    /// accumulator, flushing a completed zone into `maps`.
+    pub fn add(
+        acc: &mut Option<ZoneAccumulator>,
+        maps: &ZoneMaps,
+        unit: &ZonedUnit,
+        cols: &[usize],
+        values: &[&ArrayRef],
+    ) {
+        if unit.zone_rows == 0 {
+            return;
+        }
+        if acc.as_ref().is_none_or(|a| a.zone != unit.zone) {
+            *acc = Some(ZoneAccumulator {
+                zone: unit.zone,
+                rows: 0,
+                cols: vec![None; cols.len()],
+            });
+            if let Some(a) = acc.as_mut() {
+                a.cols = values.iter().map(|v| extrema(v)).collect();
+                a.rows = unit.unit.rows();
+            }
+        } else if let Some(a) = acc.as_mut() {
+            for (slot, v) in a.cols.iter_mut().zip(values) {
+                *slot = match (slot.take(), extrema(v)) {
+                    (Some((lo, hi)), Some((l2, h2))) => {
+                        let lo = match lo.partial_cmp(&l2) {
+                            Some(std::cmp::Ordering::Greater) => l2,
+                            Some(_) => lo,
+                            None => continue,
+                        };
+                        let hi = match hi.partial_cmp(&h2) {
+                            Some(std::cmp::Ordering::Less) => h2,
+                            Some(_) => hi,
+                            None => continue,
+                        };
+                        Some((lo, hi))
+                    }
+                    _ => None,
+                };
+            }
+            a.rows += unit.unit.rows();
+        }
+        if let Some(a) = acc.as_ref()
+            && a.rows == unit.zone_rows
+        {
+            for (&col, mm) in cols.iter().zip(&a.cols) {
+                if let Some(mm) = mm {
+                    maps.insert(col, a.zone, mm.clone());
+                }
+            }
+            *acc = None;
+        }
     }
 }
 

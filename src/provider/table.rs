@@ -178,7 +178,7 @@ impl TableProvider for Blosc2Table {
         };
         let cfg = state.config();
         let batch_size = cfg.batch_size();
-        let max_rows = (batch_size as u64).max(8192) * 8;
+        let max_rows = (batch_size as u64).max(1) * 8;
         let dims = self.dim_shape();
         let value_filters: Vec<Expr> = filters
             .iter()
@@ -203,11 +203,7 @@ impl TableProvider for Blosc2Table {
         } else {
             plan_units(&self.ds, &sel, max_rows)
                 .into_iter()
-                .map(|unit| ZonedUnit {
-                    unit,
-                    zone: 0,
-                    whole_zone: false,
-                })
+                .map(ZonedUnit::unzoned)
                 .collect()
         };
         let (units, report) = match &predicate {
