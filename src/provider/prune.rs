@@ -42,6 +42,11 @@ impl ZoneMaps {
         self.lock().get(&(col, zone)).cloned()
     }
 
+    /// True when the extrema of column `col` in `zone` are cached.
+    pub fn contains(&self, col: usize, zone: u64) -> bool {
+        self.lock().contains_key(&(col, zone))
+    }
+
     /// Number of cached (column, zone) entries.
     pub fn len(&self) -> usize {
         self.lock().len()
@@ -91,6 +96,10 @@ impl ZoneAccumulator {
         values: &[&ArrayRef],
     ) {
         if unit.zone_rows == 0 {
+            return;
+        }
+        // Zones already mapped cost nothing (min/max is a pass over every value).
+        if acc.is_none() && cols.iter().all(|&c| maps.contains(c, unit.zone)) {
             return;
         }
         if acc.as_ref().is_none_or(|a| a.zone != unit.zone) {
