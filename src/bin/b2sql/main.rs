@@ -47,7 +47,9 @@ struct Cli {
 enum Command {
     /// Run SQL (or open a prompt when no SQL is given and stdin is a terminal).
     Query {
-        /// Register a table: NAME=PATH (any container kind). Repeatable.
+        /// Register a table: NAME=PATH (any container kind; 'store.b2z#/key' for one leaf of
+        /// a python-blosc2 store; a glob 'dir/*.b2nd' or plain directory for several
+        /// same-schema files). Repeatable.
         #[arg(short = 't', long = "table", value_name = "NAME=PATH")]
         tables: Vec<String>,
         /// Output format.
@@ -87,9 +89,10 @@ enum Command {
         #[arg(long)]
         dtype: Option<String>,
     },
-    /// Describe a container: kind, codec, filters, geometry, sizes, attributes.
+    /// Describe a container: kind, codec, filters, geometry, sizes, attributes (for a
+    /// python-blosc2 DictStore/TreeStore/EmbedStore: every key).
     Inspect {
-        /// Container.
+        /// Container, store, or 'store#/key'.
         path: String,
         /// Print JSON.
         #[arg(long)]
