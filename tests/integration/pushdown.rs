@@ -61,8 +61,10 @@ fn two_ints(batches: &[RecordBatch]) -> (i64, i64) {
     (count, sum)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_dim_ranges_match_brute_force() {
+/// The multi-chunk `geom-*` arrays (value = 2 * flat index + 1) and their shapes,
+/// registered as `geom_3d`, `geom_2d`, `geom_1d_big` in a session of 3 partitions and
+/// 100-row batches (so scans have many units and partitions).
+async fn geom_session() -> (SessionContext, [(&'static str, Vec<u64>); 3]) {
     let ctx = SessionContext::new_with_config(
         SessionConfig::new()
             .with_target_partitions(3)
@@ -83,6 +85,12 @@ async fn random_dim_ranges_match_brute_force() {
         .await
         .unwrap();
     }
+    (ctx, fixtures)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_dim_ranges_match_brute_force() {
+    let (ctx, fixtures) = geom_session().await;
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
     for q in 0..120 {
         let (name, shape) = &fixtures[q % 3];
@@ -155,27 +163,11 @@ fn explain(batches: &[RecordBatch]) -> String {
 /// prune with them; the test checks that pruning happened at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_value_ranges_match_brute_force() {
-    let ctx = SessionContext::new_with_config(
-        SessionConfig::new()
-            .with_target_partitions(3)
-            .with_batch_size(100),
+    let (ctx, fixtures) = geom_session().await;
+    let ev = format!(
+        "{}/tests/fixtures/ctable/events.b2d",
+        env!("CARGO_MANIFEST_DIR")
     );
-    let base = env!("CARGO_MANIFEST_DIR");
-    let fixtures: [(&str, Vec<u64>); 3] = [
-        ("geom-3d", vec![10, 11, 12]),
-        ("geom-2d", vec![50, 37]),
-        ("geom-1d-big", vec![100_000]),
-    ];
-    for (name, _) in &fixtures {
-        ctx.register_blosc2(
-            &name.replace('-', "_"),
-            &format!("{base}/tests/fixtures/b2nd/{name}.b2nd"),
-            Blosc2Options::default(),
-        )
-        .await
-        .unwrap();
-    }
-    let ev = format!("{base}/tests/fixtures/ctable/events.b2d");
     ctx.register_blosc2("ev", &ev, Blosc2Options::default())
         .await
         .unwrap();
