@@ -412,6 +412,24 @@ impl NdArray {
         }
     }
 
+    /// Parses stored chunk `i` and checks its decoded size against the geometry.
+    fn parse_chunk<'a>(&self, i: u64, bytes: &'a [u8]) -> Result<Chunk<'a>> {
+        let path = self.display();
+        let chunk = Chunk::parse(bytes).map_err(|e| Error::chunk(e, path, i, 0))?;
+        let expected = self.expected_chunk_bytes(i);
+        if chunk.nbytes() as u64 != expected {
+            return Err(Error::corrupt(
+                path,
+                "chunk",
+                format!(
+                    "chunk {i} holds {} bytes, the geometry needs {expected}",
+                    chunk.nbytes()
+                ),
+            ));
+        }
+        Ok(chunk)
+    }
+
     /// Decodes chunk `i` for a read of `bx`: only the blocks the box touches when blocks
     /// are addressable. The result is the full chunk buffer (untouched blocks left zero).
     /// A whole chunk is decoded on up to `threads` threads, block ranges in parallel.
@@ -427,23 +445,12 @@ impl NdArray {
         threads: usize,
     ) -> Result<Vec<u8>> {
         let path = self.display();
-        let expected = self.expected_chunk_bytes(i);
         stats.chunks_read += 1;
         let RawChunk::Stored(bytes) = raw else {
             stats.chunks_special += 1;
             return decode_raw(raw, path, i, &DecodeLimits::default());
         };
-        let chunk = Chunk::parse(bytes).map_err(|e| Error::chunk(e, path, i, 0))?;
-        if chunk.nbytes() as u64 != expected {
-            return Err(Error::corrupt(
-                path,
-                "chunk",
-                format!(
-                    "chunk {i} holds {} bytes, the geometry needs {expected}",
-                    chunk.nbytes()
-                ),
-            ));
-        }
+        let chunk = self.parse_chunk(i, bytes)?;
         let nblocks = chunk.nblocks();
         let mut out = vec![0u8; chunk.nbytes()];
         let mut touched: Vec<u64> = if self.block_addressable
@@ -604,24 +611,13 @@ impl NdArray {
             let dst =
                 &mut out[((a - range.start) * isz) as usize..((b - range.start) * isz) as usize];
             if let RawChunk::Stored(bytes) = raw {
-                let chunk = Chunk::parse(bytes).map_err(|e| Error::chunk(e, path, i, 0))?;
-                if chunk.nbytes() as u64 != self.expected_chunk_bytes(i) {
-                    return Err(Error::corrupt(
-                        path,
-                        "chunk",
-                        format!(
-                            "chunk {i} holds {} bytes, the geometry needs {}",
-                            chunk.nbytes(),
-                            self.expected_chunk_bytes(i)
-                        ),
-                    ));
-                }
-                stats.chunks_read += 1;
+                let chunk = self.parse_chunk(i, bytes)?;
                 let nblocks = chunk.nblocks() as u64;
                 if chunk.nbytes() == dst.len() {
                     chunk
                         .decode_into_parallel(dst, threads)
                         .map_err(|e| Error::chunk(e, path, i, 0))?;
+                    stats.chunks_read += 1;
                     stats.blocks_decoded += nblocks;
                     continue;
                 }
@@ -639,12 +635,12 @@ impl NdArray {
                         chunk
                             .decode_blocks_into(blocks.clone(), dst)
                             .map_err(|e| Error::chunk(e, path, i, 0))?;
+                        stats.chunks_read += 1;
                         stats.blocks_decoded += blocks.len() as u64;
                         stats.blocks_skipped += nblocks - blocks.len() as u64;
                         continue;
                     }
                 }
-                stats.chunks_read -= 1;
             }
             let buf = self.decode_for_box(i, raw, &bx, stats, threads)?;
             let src = buf
