@@ -202,11 +202,7 @@ impl BatchReader {
                 let needs_values = self.projection.iter().any(|&p| p >= ndim);
                 // 1-D little-endian numbers: decoded straight into the Arrow buffer.
                 if needs_values && ndim == 1 && direct_primitive(&a.dtype) {
-                    let mut buf = MutableBuffer::from_len_zeroed(n * a.itemsize());
-                    a.read_1d_into(bx[0].clone(), buf.as_slice_mut(), stats, self.block_threads)
-                        .await?;
-                    let values = primitive_from_buffer(&a.dtype, buf.into(), n)
-                        .expect("direct_primitive dtypes have an Arrow primitive");
+                    let values = read_1d_arrow(a, bx[0].clone(), stats, self.block_threads).await?;
                     let cols: Vec<ArrayRef> = self
                         .projection
                         .iter()
@@ -260,11 +256,7 @@ impl BatchReader {
             let mut arr: ArrayRef = match &c.storage {
                 // 1-D little-endian numbers: decoded straight into the Arrow buffer.
                 ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 && direct_primitive(&a.dtype) => {
-                    let mut buf = MutableBuffer::from_len_zeroed(n * a.itemsize());
-                    a.read_1d_into(rows.clone(), buf.as_slice_mut(), stats, 1)
-                        .await?;
-                    primitive_from_buffer(&a.dtype, buf.into(), n)
-                        .expect("direct_primitive dtypes have an Arrow primitive")
+                    read_1d_arrow(a, rows.clone(), stats, 1).await?
                 }
                 _ => self.table_column(t, p, rows.clone(), stats).await?,
             };
@@ -349,6 +341,22 @@ impl BatchReader {
             _ => Ok(arr),
         }
     }
+}
+
+/// Items `rows` of a 1-D array of a [`direct_primitive`] dtype, decoded straight into the
+/// Arrow buffer.
+async fn read_1d_arrow(
+    a: &NdArray,
+    rows: Range<u64>,
+    stats: &mut ReadStats,
+    threads: usize,
+) -> Result<ArrayRef> {
+    let n = (rows.end - rows.start) as usize;
+    let mut buf = MutableBuffer::from_len_zeroed(n * a.itemsize());
+    a.read_1d_into(rows, buf.as_slice_mut(), stats, threads)
+        .await?;
+    Ok(primitive_from_buffer(&a.dtype, buf.into(), n)
+        .expect("direct_primitive dtypes have an Arrow primitive"))
 }
 
 fn batch(schema: &SchemaRef, cols: Vec<ArrayRef>, n: usize) -> Result<RecordBatch> {
