@@ -11,7 +11,6 @@ use crate::array::dtype::DType;
 use crate::array::geometry::odometer;
 use crate::array::ndarray::NdArray;
 use crate::array::summary::ColumnSummary;
-use crate::array::table::Table;
 use crate::chunk::SpecialValue;
 use crate::dataset::Dataset;
 use crate::error::Result;
@@ -230,9 +229,4 @@ pub fn special_chunk_values(
         }
     }
     Ok(Some(out))
-}
-
-/// Zone of row `row` of a table (exposed for callers that cache per zone).
-pub fn table_zone(t: &Table, row: u64) -> u64 {
-    row / t.zone_rows()
 }

@@ -242,8 +242,6 @@ impl ExecutionPlan for Blosc2Exec {
             MetricBuilder::new(m)
                 .counter("chunks_pruned", 0)
                 .add((self.chunks_total - self.chunks_selected) as usize);
-        }
-        if partition == 0 {
             MetricBuilder::new(m)
                 .counter("units_pruned_by_stats", 0)
                 .add(self.pruning.units_pruned);
@@ -265,6 +263,7 @@ impl ExecutionPlan for Blosc2Exec {
         .filter(|&(_, full)| full >= first_value)
         .collect();
         let zone_maps = self.zone_maps.clone().filter(|_| !record.is_empty());
+        let record_cols: Arc<Vec<usize>> = Arc::new(record.iter().map(|&(_, f)| f).collect());
         let record = Arc::new(record);
         let stream = futures::stream::unfold(
             (units.into_iter(), 0usize, None),
@@ -272,6 +271,7 @@ impl ExecutionPlan for Blosc2Exec {
                 let reader = reader.clone();
                 let zone_maps = zone_maps.clone();
                 let record = Arc::clone(&record);
+                let record_cols = Arc::clone(&record_cols);
                 let (cr, cs, bd, bs, bf, dt) = (
                     chunks_read.clone(),
                     chunks_special.clone(),
@@ -290,10 +290,9 @@ impl ExecutionPlan for Blosc2Exec {
                     let res = reader.read(&unit.unit, &mut st).await;
                     timer.done();
                     if let (Ok(b), Some(zm)) = (&res, &zone_maps) {
-                        let cols: Vec<usize> = record.iter().map(|&(_, full)| full).collect();
                         let values: Vec<&ArrayRef> =
                             record.iter().map(|&(i, _)| b.column(i)).collect();
-                        ZoneAccumulator::add(&mut acc, zm, &unit, &cols, &values);
+                        ZoneAccumulator::add(&mut acc, zm, &unit, &record_cols, &values);
                     }
                     cr.add(st.chunks_read as usize);
                     cs.add(st.chunks_special as usize);

@@ -57,15 +57,6 @@ impl ZoneMaps {
         self.len() == 0
     }
 
-    /// Records the extrema of `values`, every value of column `col` in `zone`. Types
-    /// without an ordering DataFusion can prune on, float arrays holding NaN, all-null
-    /// arrays and long strings are skipped.
-    pub fn record(&self, col: usize, zone: u64, values: &ArrayRef) {
-        if let Some(mm) = extrema(values) {
-            self.lock().insert((col, zone), mm);
-        }
-    }
-
     fn insert(&self, col: usize, zone: u64, mm: (ScalarValue, ScalarValue)) {
         self.lock().insert((col, zone), mm);
     }
@@ -102,48 +93,52 @@ impl ZoneAccumulator {
         if acc.is_none() && cols.iter().all(|&c| maps.contains(c, unit.zone)) {
             return;
         }
-        if acc.as_ref().is_none_or(|a| a.zone != unit.zone) {
-            *acc = Some(ZoneAccumulator {
+        // Types without an ordering DataFusion can prune on, NaN, all-null batches and
+        // long strings have no extrema; one such batch leaves the zone unknown.
+        let batch: Vec<_> = values.iter().map(|v| extrema(v)).collect();
+        let a = match acc {
+            Some(a) if a.zone == unit.zone => {
+                for (slot, b) in a.cols.iter_mut().zip(batch) {
+                    *slot = match (slot.take(), b) {
+                        (Some(x), Some(y)) => widen(x, y),
+                        _ => None,
+                    };
+                }
+                a
+            }
+            _ => acc.insert(ZoneAccumulator {
                 zone: unit.zone,
                 rows: 0,
-                cols: vec![None; cols.len()],
-            });
-            if let Some(a) = acc.as_mut() {
-                a.cols = values.iter().map(|v| extrema(v)).collect();
-                a.rows = unit.unit.rows();
-            }
-        } else if let Some(a) = acc.as_mut() {
-            for (slot, v) in a.cols.iter_mut().zip(values) {
-                *slot = match (slot.take(), extrema(v)) {
-                    (Some((lo, hi)), Some((l2, h2))) => {
-                        let lo = match lo.partial_cmp(&l2) {
-                            Some(std::cmp::Ordering::Greater) => l2,
-                            Some(_) => lo,
-                            None => continue,
-                        };
-                        let hi = match hi.partial_cmp(&h2) {
-                            Some(std::cmp::Ordering::Less) => h2,
-                            Some(_) => hi,
-                            None => continue,
-                        };
-                        Some((lo, hi))
-                    }
-                    _ => None,
-                };
-            }
-            a.rows += unit.unit.rows();
-        }
-        if let Some(a) = acc.as_ref()
-            && a.rows == unit.zone_rows
+                cols: batch,
+            }),
+        };
+        a.rows += unit.unit.rows();
+        if a.rows == unit.zone_rows
+            && let Some(done) = acc.take()
         {
-            for (&col, mm) in cols.iter().zip(&a.cols) {
+            for (&col, mm) in cols.iter().zip(done.cols) {
                 if let Some(mm) = mm {
-                    maps.insert(col, a.zone, mm.clone());
+                    maps.insert(col, done.zone, mm);
                 }
             }
-            *acc = None;
         }
     }
+}
+
+/// The smaller minimum and the larger maximum of two extrema; `None` when they do not
+/// compare.
+fn widen(
+    (lo, hi): (ScalarValue, ScalarValue),
+    (l2, h2): (ScalarValue, ScalarValue),
+) -> Option<(ScalarValue, ScalarValue)> {
+    use std::cmp::Ordering::{Greater, Less};
+    let lo = if lo.partial_cmp(&l2)? == Greater {
+        l2
+    } else {
+        lo
+    };
+    let hi = if hi.partial_cmp(&h2)? == Less { h2 } else { hi };
+    Some((lo, hi))
 }
 
 fn extrema(values: &ArrayRef) -> Option<(ScalarValue, ScalarValue)> {
@@ -430,22 +425,19 @@ fn combine(
     if segs.is_empty() {
         return None;
     }
-    let mut lo: Option<ScalarValue> = None;
-    let mut hi: Option<ScalarValue> = None;
+    let mut out: Option<(ScalarValue, ScalarValue)> = None;
     for i in segs {
         if mins.is_null(i) || maxs.is_null(i) {
             return None;
         }
-        let a = ScalarValue::try_from_array(mins, i).ok()?;
-        let b = ScalarValue::try_from_array(maxs, i).ok()?;
-        lo = Some(match lo {
-            Some(l) if l.partial_cmp(&a)? != std::cmp::Ordering::Greater => l,
-            _ => a,
-        });
-        hi = Some(match hi {
-            Some(h) if h.partial_cmp(&b)? != std::cmp::Ordering::Less => h,
-            _ => b,
+        let seg = (
+            ScalarValue::try_from_array(mins, i).ok()?,
+            ScalarValue::try_from_array(maxs, i).ok()?,
+        );
+        out = Some(match out {
+            Some(o) => widen(o, seg)?,
+            None => seg,
         });
     }
-    Some((lo?, hi?))
+    out
 }
