@@ -6,7 +6,7 @@ use crate::array::ndarray::NdArray;
 use crate::array::table::Table;
 use crate::container::embed::{EmbedRole, EmbedStore};
 use crate::container::frame::Frame;
-use crate::container::store::{LeafKind, StoreRoot};
+use crate::container::store::{Leaf, LeafKind, StoreRoot};
 use crate::error::{Error, Result};
 use crate::io::Location;
 use std::sync::Arc;
@@ -121,9 +121,7 @@ impl Dataset {
                 }
                 if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
                     let store = StoreRoot::open_zip(loc).await?;
-                    if store.open_frame("_meta.b2f").await?.is_none()
-                        && store.open_frame("embed.b2e").await?.is_some()
-                    {
+                    if !store.contains("_meta.b2f").await? && store.contains("embed.b2e").await? {
                         return Err(choose_a_leaf(loc, &store).await);
                     }
                     return Ok(Dataset::Table(Table::open_ctable(&store).await?));
@@ -133,7 +131,7 @@ impl Dataset {
                     if EmbedRole::of(&frame).is_some() {
                         let store = StoreRoot::Embed(Arc::new(EmbedStore::open(frame).await?));
                         // `CTable.to_cframe()`: the table's keys at the root.
-                        if let Some((LeafKind::CTable, _)) = store.resolve("/").await? {
+                        if let Some(Leaf::CTable) = store.resolve("/").await? {
                             return Ok(Dataset::Table(Table::open_ctable(&store).await?));
                         }
                         return Err(choose_a_leaf(loc, &store).await);
@@ -195,11 +193,11 @@ impl Dataset {
     pub async fn open_key(loc: &Location, key: &str, opts: &OpenOptions) -> Result<Dataset> {
         let store = store_root(loc).await?;
         match store.resolve(key).await? {
-            Some((LeafKind::CTable, _)) => Ok(Dataset::Table(
+            Some(Leaf::CTable) => Ok(Dataset::Table(
                 Table::open_ctable(&store.subtree(key)).await?,
             )),
-            Some((LeafKind::Frame, Some(f))) => Ok(Dataset::Array(leaf_array(f, opts)?)),
-            _ => {
+            Some(Leaf::Frame(f)) => Ok(Dataset::Array(leaf_array(*f, opts)?)),
+            None => {
                 let keys = store.keys().await.unwrap_or_default();
                 Err(Error::NotFound {
                     path: format!("{}#{key}", loc.display()),

@@ -137,6 +137,21 @@ impl EmbedStore {
         &self.display
     }
 
+    /// Keys (`/grp/table`) that TreeStore's `_object_registry` vlmetalayer lists as CTable
+    /// roots.
+    pub fn registered_ctables(&self) -> Vec<String> {
+        self.vlmeta
+            .get("_object_registry")
+            .and_then(|r| r.as_object())
+            .map(|reg| {
+                reg.iter()
+                    .filter(|(_, v)| v.get("kind").and_then(|k| k.as_str()) == Some("ctable"))
+                    .map(|(k, _)| format!("/{}", k.trim_matches('/')))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Opens the frame stored under `key` (`/a/b`); `None` when absent.
     ///
     /// # Errors

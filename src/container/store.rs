@@ -36,6 +36,15 @@ pub enum LeafKind {
     CTable,
 }
 
+/// What [`StoreRoot::resolve`] found under a key.
+#[derive(Debug)]
+pub enum Leaf {
+    /// A CTable subtree.
+    CTable,
+    /// A frame: an external file or an embedded one.
+    Frame(Box<Frame>),
+}
+
 /// Relative path of a key's frame under a root, with one of the store's extensions.
 const LEAF_EXTENSIONS: [&str; 3] = [".b2nd", ".b2f", ".b2b"];
 
@@ -244,16 +253,13 @@ impl StoreRoot {
         };
         rels.retain(|r| r != "embed.b2e");
         let embed = self.embed().await?;
-        let mut ctables: Vec<String> = Vec::new();
-        if let Some(e) = &embed
-            && let Some(reg) = e.vlmeta.get("_object_registry").and_then(|r| r.as_object())
-        {
-            for (k, v) in reg {
-                if v.get("kind").and_then(|x| x.as_str()) == Some("ctable") {
-                    ctables.push(k.trim_matches('/').to_string());
-                }
-            }
-        }
+        let mut ctables: Vec<String> = embed
+            .as_ref()
+            .map(|e| e.registered_ctables())
+            .unwrap_or_default()
+            .iter()
+            .map(|k| k.trim_matches('/').to_string())
+            .collect();
         for r in &rels {
             if let Some(root) =
                 r.strip_suffix("/_meta.b2f")
@@ -297,39 +303,44 @@ impl StoreRoot {
     ///
     /// # Errors
     /// IO and container errors.
-    pub async fn resolve(&self, key: &str) -> Result<Option<(LeafKind, Option<Frame>)>> {
+    pub async fn resolve(&self, key: &str) -> Result<Option<Leaf>> {
         let rel = key.trim_matches('/');
         let key = format!("/{rel}");
         let embed = self.embed().await?;
-        let registered = embed.as_ref().is_some_and(|e| {
-            e.vlmeta
-                .get("_object_registry")
-                .and_then(|r| r.get(&key))
-                .and_then(|v| v.get("kind"))
-                .and_then(|k| k.as_str())
-                == Some("ctable")
-        });
-        if registered
-            || self
-                .open_frame(&format!("{rel}/_meta.b2f"))
-                .await?
-                .is_some()
-        {
-            return Ok(Some((LeafKind::CTable, None)));
+        let registered = embed
+            .as_ref()
+            .is_some_and(|e| e.registered_ctables().contains(&key));
+        if registered || self.contains(&format!("{rel}/_meta.b2f")).await? {
+            return Ok(Some(Leaf::CTable));
         }
         if !matches!(self, StoreRoot::Embed(_)) {
             for x in LEAF_EXTENSIONS {
                 if let Some(f) = self.open_frame(&format!("{rel}{x}")).await? {
-                    return Ok(Some((LeafKind::Frame, Some(f))));
+                    return Ok(Some(Leaf::Frame(Box::new(f))));
                 }
             }
         }
         if let Some(e) = embed
             && let Some(f) = e.open_entry(&key).await?
         {
-            return Ok(Some((LeafKind::Frame, Some(f))));
+            return Ok(Some(Leaf::Frame(Box::new(f))));
         }
         Ok(None)
+    }
+
+    /// True when relative path `rel` exists, without reading it (a directory entry, a zip
+    /// member, or an EmbedStore key).
+    ///
+    /// # Errors
+    /// IO errors of a directory probe.
+    pub async fn contains(&self, rel: &str) -> Result<bool> {
+        match self {
+            StoreRoot::Dir(d) => Ok(d.child(rel).size().await?.is_some()),
+            StoreRoot::Zip {
+                members, prefix, ..
+            } => Ok(members.contains_key(&format!("{prefix}{rel}"))),
+            StoreRoot::Embed(e) => Ok(e.entries.contains_key(&embed_key(rel))),
+        }
     }
 
     /// Opens the frame stored under relative path `rel` (e.g. `_cols/x.b2nd`); `None` when
@@ -359,16 +370,19 @@ impl StoreRoot {
                     None => Ok(None),
                 }
             }
-            StoreRoot::Embed(e) => {
-                // `_cols/x.b2nd` → `/_cols/x` (keys carry no extension).
-                let stem = LEAF_EXTENSIONS
-                    .iter()
-                    .find_map(|x| rel.strip_suffix(x))
-                    .unwrap_or(rel);
-                e.open_entry(&format!("/{}", stem.trim_matches('/'))).await
-            }
+            StoreRoot::Embed(e) => e.open_entry(&embed_key(rel)).await,
         }
     }
+}
+
+/// The EmbedStore key of a relative path: `_cols/x.b2nd` → `/_cols/x` (keys carry no
+/// extension).
+fn embed_key(rel: &str) -> String {
+    let stem = LEAF_EXTENSIONS
+        .iter()
+        .find_map(|x| rel.strip_suffix(x))
+        .unwrap_or(rel);
+    format!("/{}", stem.trim_matches('/'))
 }
 
 /// Relative paths of every file below `dir` (depth-first, bounded depth).
