@@ -154,9 +154,22 @@ pub async fn open_table(
         None => Dataset::open(&loc, &opts.open_options()?).await,
     }
     .map_err(to_df)?;
-    Ok(Blosc2Table::new(ds)
+    Ok(configured(ds, opts))
+}
+
+/// A table over `ds` with the pruning settings of `opts`.
+fn configured(ds: Dataset, opts: &Blosc2Options) -> Blosc2Table {
+    Blosc2Table::new(ds)
         .with_value_pruning(opts.value_pruning)
-        .with_zone_maps(opts.zone_maps))
+        .with_zone_maps(opts.zone_maps)
+}
+
+/// Names of the files and directories in `dir` that `keep` accepts, sorted.
+async fn entries(dir: &Location, keep: impl Fn(&str) -> bool) -> Result<Vec<String>> {
+    let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
+    let mut names: Vec<String> = files.into_iter().chain(dirs).filter(|n| keep(n)).collect();
+    names.sort();
+    Ok(names)
 }
 
 /// Opens `location` as a table provider: one container, or several with one schema when
@@ -175,54 +188,26 @@ pub async fn open_provider(
         return Ok(Arc::new(open_table(runtime, location, opts).await?));
     }
     let (parent, last) = location.rsplit_once('/').unwrap_or((".", location));
-    let pattern = if last.contains(['*', '?']) {
-        Some(last.to_string())
+    let glob = last.contains(['*', '?']);
+    let (dir_str, names) = if glob {
+        let dir = resolve_location(runtime, parent)?;
+        (
+            parent.to_string(),
+            entries(&dir, |n| glob_match(last, n)).await?,
+        )
     } else {
         let loc = resolve_location(runtime, location)?;
         match Dataset::open(&loc, &opts.open_options()?).await {
-            Ok(ds) => {
-                return Ok(Arc::new(
-                    Blosc2Table::new(ds)
-                        .with_value_pruning(opts.value_pruning)
-                        .with_zone_maps(opts.zone_maps),
-                ));
-            }
+            Ok(ds) => return Ok(Arc::new(configured(ds, opts))),
             Err(e) if e.kind() == crate::ErrorKind::NotAContainer => {
-                let (files, dirs) = loc.list_dir().await.map_err(to_df)?;
-                let has_members = files
-                    .iter()
-                    .chain(&dirs)
-                    .any(|n| MEMBER_EXTENSIONS.iter().any(|x| n.ends_with(x)));
-                if !has_members {
+                let names =
+                    entries(&loc, |n| MEMBER_EXTENSIONS.iter().any(|x| n.ends_with(x))).await?;
+                if names.is_empty() {
                     return Err(to_df(e));
                 }
-                None
+                (location.trim_end_matches('/').to_string(), names)
             }
             Err(e) => return Err(to_df(e)),
-        }
-    };
-    let (dir_str, names) = match &pattern {
-        Some(p) => {
-            let dir = resolve_location(runtime, parent)?;
-            let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
-            let mut names: Vec<String> = files
-                .into_iter()
-                .chain(dirs)
-                .filter(|n| glob_match(p, n))
-                .collect();
-            names.sort();
-            (parent.to_string(), names)
-        }
-        None => {
-            let dir = resolve_location(runtime, location)?;
-            let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
-            let mut names: Vec<String> = files
-                .into_iter()
-                .chain(dirs)
-                .filter(|n| MEMBER_EXTENSIONS.iter().any(|e| n.ends_with(e)))
-                .collect();
-            names.sort();
-            (location.trim_end_matches('/').to_string(), names)
         }
     };
     if names.is_empty() {
@@ -235,7 +220,7 @@ pub async fn open_provider(
         let path = format!("{dir_str}/{n}");
         members.push((path.clone(), open_table(runtime, &path, opts).await?));
     }
-    if members.len() == 1 && pattern.is_some() {
+    if members.len() == 1 && glob {
         let (_, t) = members.pop().expect("one member");
         return Ok(Arc::new(t));
     }
