@@ -68,6 +68,14 @@ impl TableColumn {
             ColumnStorage::Utf8 { data, .. } => &data.dtype,
         }
     }
+    /// The array whose dimension 0 is the column's rows (the offsets of a UTF-8 column).
+    pub fn rows_array(&self) -> &NdArray {
+        match &self.storage {
+            ColumnStorage::Fixed(a) => a,
+            ColumnStorage::Utf8 { offsets, .. } => offsets,
+        }
+    }
+
     /// Shape of one row's value (empty for scalars).
     pub fn item_shape(&self) -> Vec<u64> {
         match &self.storage {
@@ -404,13 +412,10 @@ impl Table {
     /// sidecars describe), a bcolz table's chunk.
     pub fn zone_rows(&self) -> u64 {
         let first = self.columns.first().map(|c| {
-            let a = match &c.storage {
-                ColumnStorage::Fixed(a) => a,
-                ColumnStorage::Utf8 { offsets, .. } => offsets,
-            };
+            let g = &c.rows_array().geometry;
             match self.kind {
-                TableKind::CTable => a.geometry.blockshape[0],
-                TableKind::Bcolz => a.geometry.chunkshape[0],
+                TableKind::CTable => g.blockshape[0],
+                TableKind::Bcolz => g.chunkshape[0],
             }
         });
         first
@@ -421,10 +426,10 @@ impl Table {
 
     /// Row granularity that keeps reads chunk-aligned: the first column's chunk length.
     pub fn natural_rows(&self) -> u64 {
-        let first = self.columns.first().map(|c| match &c.storage {
-            ColumnStorage::Fixed(a) => a.geometry.chunkshape[0],
-            ColumnStorage::Utf8 { offsets, .. } => offsets.geometry.chunkshape[0],
-        });
+        let first = self
+            .columns
+            .first()
+            .map(|c| c.rows_array().geometry.chunkshape[0]);
         first
             .filter(|&n| n > 0)
             .unwrap_or(65_536)
