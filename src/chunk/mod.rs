@@ -628,3 +628,18 @@ pub fn fill_nan(typesize: usize, out: &mut [u8]) -> ChunkResult<()> {
 pub fn decode_chunk(buf: &[u8]) -> ChunkResult<Vec<u8>> {
     Chunk::parse(buf)?.decode(&DecodeLimits::default())
 }
+
+/// Seeded xorshift64 for the SIMD-vs-portable tests (reproducible random inputs).
+#[cfg(test)]
+pub(crate) fn xorshift(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+/// `n` bytes from [`xorshift`] (the low byte of each draw).
+#[cfg(test)]
+pub(crate) fn random_bytes(seed: &mut u64, n: usize) -> Vec<u8> {
+    (0..n).map(|_| xorshift(seed) as u8).collect()
+}

@@ -448,14 +448,7 @@ mod tests {
         use crate::chunk::filter::bitshuffle::transpose8;
         let mut seed = 0x1234_5678_9ABC_DEF1u64;
         for rowlen in [0usize, 1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 100, 257] {
-            let plane: Vec<u8> = (0..8 * rowlen)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    seed as u8
-                })
-                .collect();
+            let plane: Vec<u8> = crate::chunk::random_bytes(&mut seed, 8 * rowlen);
             let mut want = vec![0u8; 8 * rowlen];
             for k in 0..rowlen {
                 let x = u64::from_le_bytes(std::array::from_fn(|b| plane[b * rowlen + k]));
@@ -484,12 +477,7 @@ mod tests {
         use crate::chunk::filter::bitshuffle::{bitshuffle, bitunshuffle, bitunshuffle_portable};
         use crate::chunk::filter::shuffle::{shuffle, unshuffle};
         let mut seed = 0xDEAD_BEEF_CAFE_F00Du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = move || crate::chunk::xorshift(&mut seed);
         for case in 0..400 {
             let s = 1 + (next() % 33) as usize;
             let n = (next() % 3000) as usize;
@@ -523,14 +511,7 @@ mod tests {
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         for s in 1..=33usize {
             for len in [0usize, 1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 1000, 4099] {
-                let src: Vec<u8> = (0..len * s / 4 + len)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        seed as u8
-                    })
-                    .collect();
+                let src: Vec<u8> = crate::chunk::random_bytes(&mut seed, len * s / 4 + len);
                 let mut sh = vec![0; src.len()];
                 shuffle(s, &src, &mut sh);
                 let mut a = vec![0; src.len()];

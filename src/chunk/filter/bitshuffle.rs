@@ -115,14 +115,7 @@ mod tests {
         let mut seed = 0x2545_F491_4F6C_DD1Du64;
         for s in 1..=17usize {
             for n in [8usize, 16, 120, 128, 136, 256, 384, 392, 1000, 4096, 4104] {
-                let src: Vec<u8> = (0..n * s)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        seed as u8
-                    })
-                    .collect();
+                let src: Vec<u8> = crate::chunk::random_bytes(&mut seed, n * s);
                 let mut sh = vec![0; src.len()];
                 bitshuffle(s, &src, &mut sh);
                 let mut fast = vec![0; src.len()];
