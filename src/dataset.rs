@@ -89,6 +89,8 @@ async fn choose_a_leaf(loc: &Location, store: &StoreRoot) -> Error {
 
 /// An opened container.
 #[derive(Debug, Clone)]
+// One per table, held in an `Arc`: boxing a variant buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Dataset {
     /// Array-like: b2nd, super-chunk, bcolz carray.
     Array(NdArray),
@@ -213,6 +215,18 @@ impl Dataset {
     /// Not a store; IO errors.
     pub async fn store_keys(loc: &Location) -> Result<Vec<(String, LeafKind)>> {
         store_root(loc).await?.keys().await
+    }
+
+    /// Opens every column of a table (tables open their columns when a query reads
+    /// them); nothing to do for an array. `inspect` uses it to describe every column.
+    ///
+    /// # Errors
+    /// Missing or mismatching column files.
+    pub async fn open_all_columns(&self) -> Result<()> {
+        match self {
+            Dataset::Array(_) => Ok(()),
+            Dataset::Table(t) => t.open_columns(0..t.ncolumns()).await,
+        }
     }
 
     /// User attributes as JSON.

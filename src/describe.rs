@@ -1,5 +1,6 @@
 //! What `b2sql inspect` shows: a JSON description of a dataset's container and layout.
 
+use crate::array::column_spec::NullDecl;
 use crate::array::ndarray::{ArrayKind, ChunkSource, NdArray};
 use crate::array::table::{ColumnStorage, NullRule, Table};
 use crate::dataset::Dataset;
@@ -62,19 +63,29 @@ fn array_json(a: &NdArray) -> Value {
 
 fn table_json(t: &Table) -> Value {
     let cols: Vec<Value> = t
-        .columns
+        .specs
         .iter()
-        .map(|c| {
-            let storage = match &c.storage {
-                ColumnStorage::Fixed(a) => array_json(a),
-                ColumnStorage::Utf8 { offsets, data } => json!({"offsets": array_json(offsets), "data": array_json(data)}),
-            };
-            json!({
-                "name": c.name,
-                "kind": c.kind,
-                "nulls": match &c.nulls { NullRule::None => json!(null), NullRule::Mask(Some(_)) => json!("mask"), NullRule::Mask(None) => json!("mask (no sidecar: none null)"), NullRule::Sentinel(v) => json!({"sentinel": v}) },
-                "storage": storage,
-            })
+        .enumerate()
+        .map(|(i, spec)| match t.column(i) {
+            Some(c) => {
+                let storage = match &c.storage {
+                    ColumnStorage::Fixed(a) => array_json(a),
+                    ColumnStorage::Utf8 { offsets, data } => json!({"offsets": array_json(offsets), "data": array_json(data)}),
+                };
+                json!({
+                    "name": c.name,
+                    "kind": c.kind,
+                    "nulls": match &c.nulls { NullRule::None => json!(null), NullRule::Mask(Some(_)) => json!("mask"), NullRule::Mask(None) => json!("mask (no sidecar: none null)"), NullRule::Sentinel(v) => json!({"sentinel": v}) },
+                    "storage": storage,
+                })
+            }
+            // Not opened (see `Dataset::open_all_columns`): what the schema declares.
+            None => json!({
+                "name": spec.name,
+                "kind": spec.kind,
+                "nulls": match &spec.nulls { NullDecl::None => json!(null), NullDecl::Mask => json!("mask"), NullDecl::Sentinel(v) => json!({"sentinel": v}) },
+                "storage": "not opened",
+            }),
         })
         .collect();
     json!({
@@ -98,7 +109,10 @@ pub async fn describe_store(loc: &crate::io::Location) -> crate::Result<Value> {
     let mut leaves = serde_json::Map::new();
     for (k, _) in keys.iter().take(200) {
         let d = match Dataset::open_key(loc, k, &Default::default()).await {
-            Ok(ds) => describe(&ds),
+            Ok(ds) => match ds.open_all_columns().await {
+                Ok(()) => describe(&ds),
+                Err(e) => json!({"error": e.to_string()}),
+            },
             Err(e) => json!({"error": e.to_string()}),
         };
         leaves.insert(k.clone(), d);

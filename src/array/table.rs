@@ -4,17 +4,18 @@
 //! Column rows are dimension 0 of each column array; only the first `physical_rows` rows
 //! count, and a CTable row is live iff `_valid_rows[row]`.
 
-use super::dtype::{DType, TimeUnit};
+use super::column_spec::{ColumnSpec, open_ctable_column};
+use super::dtype::DType;
 use super::ndarray::{NdArray, ReadStats};
 use super::summary::ColumnSummary;
 use crate::container::bcolz::{BcolzCarray, ctable_columns};
-use crate::container::frame::Frame;
 use crate::container::store::StoreRoot;
 use crate::error::{Error, Result};
 use crate::io::Location;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value as Json;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 /// How a column's values are stored.
 #[derive(Debug, Clone)]
@@ -113,8 +114,12 @@ pub enum ColumnData {
 pub struct Table {
     /// bcolz or CTable.
     pub kind: TableKind,
-    /// Columns in stored order.
-    pub columns: Vec<TableColumn>,
+    /// Columns in stored order, as declared.
+    pub specs: Vec<ColumnSpec>,
+    /// Columns opened so far (by index).
+    opened: Vec<OnceLock<TableColumn>>,
+    /// Scan granularity.
+    layout: RowLayout,
     /// Rows stored (live or deleted).
     pub physical_rows: u64,
     /// `_valid_rows` (CTable only).
@@ -131,6 +136,13 @@ pub struct Table {
     pub value_epoch: Option<i64>,
     store: Option<std::sync::Arc<StoreRoot>>,
     display: String,
+}
+
+/// Rows per chunk and per block that scans and value pruning align to.
+#[derive(Debug, Clone, Copy)]
+struct RowLayout {
+    chunk_rows: u64,
+    block_rows: u64,
 }
 
 /// Parses Python's `json.dumps` output, which may hold bare `NaN` / `Infinity` tokens.
@@ -193,9 +205,24 @@ impl Table {
             Err(e) => return Err(e),
         };
         let n = nrows.unwrap_or(0);
+        // bcolz has no table schema: each column's `meta/` is its declaration, so the
+        // columns are opened (metadata only, no chunk files) with the table.
+        let specs = columns
+            .iter()
+            .map(|c| ColumnSpec::of_opened(c, Json::Null))
+            .collect();
+        let chunk_rows = columns
+            .first()
+            .map_or(0, |c| c.rows_array().geometry.chunkshape[0]);
+        let opened = columns.into_iter().map(OnceLock::from).collect();
         Ok(Table {
             kind: TableKind::Bcolz,
-            columns,
+            specs,
+            opened,
+            layout: RowLayout {
+                chunk_rows,
+                block_rows: chunk_rows,
+            },
             physical_rows: n,
             valid: None,
             live_rows: n,
@@ -254,122 +281,61 @@ impl Table {
         }
         let physical_rows = valid.geometry.shape[0];
         let live_rows = valid.read_all().await?.iter().filter(|&&b| b != 0).count() as u64;
-        // Column frames are opened concurrently (a remote table with many columns costs
-        // about one round trip, not one per column).
-        let open_column = |c: &Json| {
-            let c = c.clone();
-            let path = path.clone();
-            async move {
-                let name = c
-                    .get("name")
-                    .and_then(Json::as_str)
-                    .ok_or_else(|| Error::corrupt(&path, "_meta schema", "column without a name"))?
-                    .to_string();
-                let ckind = c
-                    .get("kind")
-                    .and_then(Json::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                let rel = column_path(&name);
-                let open = |suffix: &'static str| {
-                    let rel = format!("_cols/{rel}{suffix}");
-                    async move { store.open_frame(&rel).await }
-                };
-                let need = |f: Option<Frame>, what: String| {
-                    f.ok_or_else(|| Error::NotFound {
-                        path: format!("{path}/_cols/{rel}{what}"),
-                        what: format!("column {name:?}"),
-                    })
-                };
-                let storage = match ckind.as_str() {
-                    "utf8" => {
-                        let offsets =
-                            NdArray::from_frame(need(open(".b2nd").await?, ".b2nd".into())?, None)?;
-                        let data = NdArray::from_frame(
-                            need(open(".utf8.b2nd").await?, ".utf8.b2nd".into())?,
-                            None,
-                        )?;
-                        ColumnStorage::Utf8 { offsets, data }
-                    }
-                    "vlstring" | "vlbytes" | "object" | "list" | "dictionary" | "struct" => {
-                        return Err(Error::unsupported(
-                            &path,
-                            format!(
-                                "CTable column {name:?} of kind {ckind:?} (BatchArray-backed columns are not read yet)"
-                            ),
-                        ));
-                    }
-                    _ => {
-                        let f = need(open(".b2nd").await?, ".b2nd".into())?;
-                        let override_dtype = match ckind.as_str() {
-                            "timestamp" => {
-                                let unit =
-                                    match c.get("unit").and_then(Json::as_str).unwrap_or("us") {
-                                        "s" => TimeUnit::Second,
-                                        "ms" => TimeUnit::Milli,
-                                        "ns" => TimeUnit::Nano,
-                                        _ => TimeUnit::Micro,
-                                    };
-                                Some(DType::DateTime {
-                                    unit,
-                                    mult: 1,
-                                    endian: super::dtype::Endian::Little,
-                                })
-                            }
-                            _ => None,
-                        };
-                        ColumnStorage::Fixed(NdArray::from_frame(f, override_dtype)?)
-                    }
-                };
-                let rows_ok = match &storage {
-                    ColumnStorage::Fixed(a) => {
-                        a.geometry.ndim() >= 1 && a.geometry.shape[0] >= physical_rows
-                    }
-                    ColumnStorage::Utf8 { offsets, .. } => {
-                        offsets.geometry.ndim() == 1 && offsets.geometry.shape[0] > physical_rows
-                    }
-                };
-                if !rows_ok {
-                    return Err(Error::corrupt(
-                        &path,
-                        "CTable column",
-                        format!(
-                            "column {name:?} holds fewer rows than _valid_rows ({physical_rows})"
-                        ),
-                    ));
-                }
-                let nullable = c.get("nullable").and_then(Json::as_bool).unwrap_or(false);
-                let nulls = if let Some(v) = c.get("null_value") {
-                    NullRule::Sentinel(v.clone())
-                } else if nullable {
-                    let mask = match open(".notnull.b2nd").await? {
-                        Some(f) => Some(NdArray::from_frame(f, None)?),
-                        None => None,
-                    };
-                    NullRule::Mask(mask)
-                } else {
-                    NullRule::None
-                };
-                Ok::<TableColumn, Error>(TableColumn {
-                    name,
-                    kind: ckind,
-                    storage,
-                    nulls,
-                    timezone: c.get("timezone").and_then(Json::as_str).map(str::to_string),
-                })
-            }
-        };
-        let columns: Vec<TableColumn> = futures::stream::iter(cols.iter().map(open_column))
+        // Columns are declared by the schema and opened when a query reads them; only a
+        // kind the schema does not type is opened now (concurrently: a remote table
+        // costs about one round trip, not one per column).
+        let declared: Vec<Option<ColumnSpec>> = cols
+            .iter()
+            .map(|c| ColumnSpec::from_ctable_entry(&path, c))
+            .collect::<Result<_>>()?;
+        let undeclared_idx: Vec<usize> =
+            (0..cols.len()).filter(|&i| declared[i].is_none()).collect();
+        let path_ref = path.as_str();
+        let undeclared: Vec<(usize, TableColumn)> =
+            futures::stream::iter(undeclared_idx.into_iter().map(|i| async move {
+                let c = open_ctable_column(store, path_ref, &cols[i], physical_rows).await?;
+                Ok::<_, Error>((i, c))
+            }))
             .buffered(16)
             .try_collect()
             .await?;
+        let opened: Vec<OnceLock<TableColumn>> = cols.iter().map(|_| OnceLock::new()).collect();
+        let mut specs = Vec::with_capacity(cols.len());
+        let mut undeclared = undeclared.into_iter().peekable();
+        for (i, d) in declared.into_iter().enumerate() {
+            specs.push(match d {
+                Some(spec) => spec,
+                None => {
+                    let (j, c) = undeclared.next().expect("one opened column per undeclared");
+                    debug_assert_eq!(i, j);
+                    let spec = ColumnSpec::of_opened(&c, cols[i].clone());
+                    let _ = opened[i].set(c);
+                    spec
+                }
+            });
+        }
         let attrs = match store.open_frame("_vlmeta.b2f").await? {
             Some(f) => f.attributes_json(),
             None => Json::Object(Default::default()),
         };
+        // Scan granularity: the first column's declared chunks and blocks, else those of
+        // `_valid_rows` (python-blosc2 gives every column of a table the same defaults).
+        let declared_len = |key: &str| {
+            cols.first()
+                .and_then(|c| c.get(key))
+                .and_then(Json::as_array)
+                .and_then(|a| a.first())
+                .and_then(Json::as_u64)
+        };
+        let layout = RowLayout {
+            chunk_rows: declared_len("chunks").unwrap_or(valid.geometry.chunkshape[0]),
+            block_rows: declared_len("blocks").unwrap_or(valid.geometry.blockshape[0]),
+        };
         Ok(Table {
             kind: TableKind::CTable,
-            columns,
+            specs,
+            opened,
+            layout,
             physical_rows,
             valid: Some(valid),
             live_rows,
@@ -384,15 +350,69 @@ impl Table {
         })
     }
 
+    /// Number of columns.
+    pub fn ncolumns(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// Column `col` if it has been opened (see [`Table::open_column`]).
+    pub fn column(&self, col: usize) -> Option<&TableColumn> {
+        self.opened.get(col).and_then(OnceLock::get)
+    }
+
+    /// Column `col`, opening its files on first use and checking them against the
+    /// schema's declaration.
+    ///
+    /// # Errors
+    /// `col` out of range, missing or mismatching column files.
+    pub async fn open_column(&self, col: usize) -> Result<&TableColumn> {
+        if let Some(c) = self.column(col) {
+            return Ok(c);
+        }
+        let (Some(spec), Some(store)) = (self.specs.get(col), &self.store) else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: no column {col} (the table has {})",
+                self.display,
+                self.specs.len()
+            )));
+        };
+        let c = open_ctable_column(store, &self.display, &spec.entry, self.physical_rows).await?;
+        spec.check(&self.display, &c)?;
+        // A concurrent opener may have won; both opened the same files.
+        let _ = self.opened[col].set(c);
+        Ok(self.opened[col].get().expect("set above"))
+    }
+
+    /// Opens the columns in `cols` that are not open yet, concurrently.
+    ///
+    /// # Errors
+    /// As [`Table::open_column`].
+    pub async fn open_columns(&self, cols: impl IntoIterator<Item = usize>) -> Result<()> {
+        futures::stream::iter(cols.into_iter().filter(|&c| self.column(c).is_none()))
+            .map(|c| self.open_column(c))
+            .buffered(16)
+            .try_for_each(|_| async { Ok(()) })
+            .await
+    }
+
+    /// The opened columns with their indices.
+    pub fn opened_columns(&self) -> impl Iterator<Item = (usize, &TableColumn)> {
+        self.opened
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.get().map(|c| (i, c)))
+    }
+
     /// The SUMMARY index sidecar of column `col` (`spec/stores.md` §5), when python-blosc2
     /// built one that is still current. Scalar fixed-width columns only.
     ///
     /// # Errors
     /// IO errors and malformed sidecars.
     pub async fn summary(&self, col: usize) -> Result<Option<ColumnSummary>> {
-        let (Some(store), Some(c)) = (&self.store, self.columns.get(col)) else {
+        let Some(store) = &self.store else {
             return Ok(None);
         };
+        let c = self.open_column(col).await?;
         match &c.storage {
             ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
                 ColumnSummary::open(
@@ -408,29 +428,20 @@ impl Table {
         }
     }
 
-    /// Row granularity of value pruning: a CTable's first column's block (what its SUMMARY
-    /// sidecars describe), a bcolz table's chunk.
+    /// Row granularity of value pruning: a CTable's first column's declared block (what
+    /// its SUMMARY sidecars describe; `_valid_rows`' block when undeclared), a bcolz
+    /// table's chunk.
     pub fn zone_rows(&self) -> u64 {
-        let first = self.columns.first().map(|c| {
-            let g = &c.rows_array().geometry;
-            match self.kind {
-                TableKind::CTable => g.blockshape[0],
-                TableKind::Bcolz => g.chunkshape[0],
-            }
-        });
-        first
+        Some(self.layout.block_rows)
             .filter(|&n| n > 0)
             .unwrap_or(65_536)
             .clamp(64, 1 << 20)
     }
 
-    /// Row granularity that keeps reads chunk-aligned: the first column's chunk length.
+    /// Row granularity that keeps reads chunk-aligned: the first column's chunk length
+    /// (declared, or `_valid_rows`' for a CTable that does not declare it).
     pub fn natural_rows(&self) -> u64 {
-        let first = self
-            .columns
-            .first()
-            .map(|c| c.rows_array().geometry.chunkshape[0]);
-        first
+        Some(self.layout.chunk_rows)
             .filter(|&n| n > 0)
             .unwrap_or(65_536)
             .clamp(1024, 1 << 20)
@@ -446,7 +457,7 @@ impl Table {
         rows: Range<u64>,
         stats: &mut ReadStats,
     ) -> Result<ColumnData> {
-        let c = &self.columns[col];
+        let c = self.open_column(col).await?;
         match &c.storage {
             ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
                 Ok(ColumnData::Fixed(read_1d(a, rows, stats).await?))
@@ -493,7 +504,7 @@ impl Table {
         rows: Range<u64>,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<u8>>> {
-        match &self.columns[col].nulls {
+        match &self.open_column(col).await?.nulls {
             NullRule::Mask(Some(m)) => Ok(Some(read_1d(m, rows, stats).await?)),
             _ => Ok(None),
         }

@@ -252,7 +252,7 @@ impl BatchReader {
         let n = (rows.end - rows.start) as usize;
         let mut cols = Vec::with_capacity(self.projection.len());
         for &p in &self.projection {
-            let c = &t.columns[p];
+            let c = t.open_column(p).await?;
             let mut arr: ArrayRef = match &c.storage {
                 // 1-D little-endian numbers: decoded straight into the Arrow buffer.
                 ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 && direct_primitive(&a.dtype) => {
@@ -285,7 +285,7 @@ impl BatchReader {
         rows: Range<u64>,
         stats: &mut ReadStats,
     ) -> Result<ArrayRef> {
-        let c = &t.columns[p];
+        let c = t.open_column(p).await?;
         let n = (rows.end - rows.start) as usize;
         let data = t.read_column(p, rows, stats).await?;
         Ok(match data {
@@ -328,7 +328,7 @@ impl BatchReader {
         rows: Range<u64>,
         stats: &mut ReadStats,
     ) -> Result<ArrayRef> {
-        match &t.columns[p].nulls {
+        match &t.open_column(p).await?.nulls {
             NullRule::Mask(Some(_)) => {
                 let mask = t.read_notnull(p, rows, stats).await?.expect("mask column");
                 let is_null = BooleanArray::from_iter(mask.iter().map(|&b| Some(b == 0)));

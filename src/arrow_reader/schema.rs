@@ -4,8 +4,9 @@
 //! scalar dtype or one column per top-level struct field. Table-like inputs: their columns
 //! in stored order. User attributes go into the schema metadata as JSON.
 
+use crate::array::column_spec::ColumnValues;
 use crate::array::dtype::{DType, Endian, TimeUnit};
-use crate::array::table::{ColumnStorage, NullRule, Table};
+use crate::array::table::Table;
 use crate::dataset::Dataset;
 use arrow::datatypes::{DataType, Field, Fields, Schema, TimeUnit as ArrowUnit};
 use std::collections::HashMap;
@@ -129,24 +130,25 @@ pub fn dataset_schema(ds: &Dataset) -> Schema {
     }
 }
 
-/// Fields of a table's columns.
+/// Fields of a table's columns, from their declarations (no column file is opened).
 pub fn table_fields(t: &Table) -> Vec<Field> {
-    t.columns
+    t.specs
         .iter()
         .map(|c| {
-            let nullable = !matches!(c.nulls, NullRule::None) || nullable(c.dtype());
-            let t = match (&c.storage, c.kind.as_str()) {
-                (ColumnStorage::Utf8 { .. }, _) => DataType::Utf8,
-                (_, "bool") => DataType::Boolean,
-                (_, "timestamp") => match arrow_type(c.dtype()) {
-                    DataType::Timestamp(u, _) => {
-                        DataType::Timestamp(u, c.timezone.clone().map(Into::into))
-                    }
-                    other => other,
-                },
-                _ => arrow_type(c.dtype()),
+            let (t, shape, elem_nullable) = match &c.values {
+                ColumnValues::Utf8 => (DataType::Utf8, &[][..], false),
+                ColumnValues::Fixed { dtype, item_shape } => {
+                    let t = match (c.kind.as_str(), arrow_type(dtype)) {
+                        ("bool", _) => DataType::Boolean,
+                        ("timestamp", DataType::Timestamp(u, _)) => {
+                            DataType::Timestamp(u, c.timezone.clone().map(Into::into))
+                        }
+                        (_, t) => t,
+                    };
+                    (t, &item_shape[..], nullable(dtype))
+                }
             };
-            let shape = c.item_shape();
+            let nullable = c.declares_nulls() || elem_nullable;
             if shape.is_empty() {
                 Field::new(&c.name, t, nullable)
             } else {

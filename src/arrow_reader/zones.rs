@@ -135,8 +135,9 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
 
 /// Estimated cost of reading `unit`, for spreading units over partitions: the stored
 /// bytes of the chunks it touches (pro rata), plus its decoded size / 8 so that special
-/// (unstored) chunks still weigh something. Tables add up their columns.
-pub fn unit_cost(ds: &Dataset, unit: &ScanUnit) -> u64 {
+/// (unstored) chunks still weigh something. Tables add up the opened columns among
+/// `projection` (all opened columns when `None`).
+pub fn unit_cost(ds: &Dataset, unit: &ScanUnit, projection: Option<&[usize]>) -> u64 {
     fn array_cost(a: &NdArray, bx: &[Range<u64>]) -> u64 {
         let g = &a.geometry;
         let items: u64 = bx.iter().map(|r| r.end - r.start).product();
@@ -158,10 +159,12 @@ pub fn unit_cost(ds: &Dataset, unit: &ScanUnit) -> u64 {
     }
     match (ds, unit) {
         (Dataset::Array(a), ScanUnit::Box(bx)) => array_cost(a, bx),
+        // The columns a scan reads are opened before it is planned; the others cost
+        // nothing.
         (Dataset::Table(t), ScanUnit::Rows(rows)) => t
-            .columns
-            .iter()
-            .map(|c| match &c.storage {
+            .opened_columns()
+            .filter(|(i, _)| projection.is_none_or(|p| p.contains(i)))
+            .map(|(_, c)| match &c.storage {
                 crate::array::table::ColumnStorage::Fixed(a) => {
                     let mut bx = vec![rows.clone()];
                     bx.extend(a.geometry.shape[1..].iter().map(|&s| 0..s));

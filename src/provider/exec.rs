@@ -46,11 +46,16 @@ pub struct Blosc2Exec {
 
 /// Splits `units` into at most `n` contiguous groups of similar estimated cost
 /// ([`unit_cost`]: stored bytes read plus decoded bytes produced).
-fn balance(ds: &Dataset, units: Vec<ZonedUnit>, n: usize) -> Vec<Vec<ZonedUnit>> {
+fn balance(
+    ds: &Dataset,
+    projection: Option<&[usize]>,
+    units: Vec<ZonedUnit>,
+    n: usize,
+) -> Vec<Vec<ZonedUnit>> {
     let n = n.max(1).min(units.len().max(1));
     let costs: Vec<u64> = units
         .iter()
-        .map(|u| unit_cost(ds, &u.unit).max(1))
+        .map(|u| unit_cost(ds, &u.unit, projection).max(1))
         .collect();
     let total: u64 = costs.iter().sum();
     let per = total.div_ceil(n as u64).max(1);
@@ -102,7 +107,7 @@ impl Blosc2Exec {
             }
             Dataset::Table(_) => (0, 0),
         };
-        let partitions = balance(&ds, units, target_partitions);
+        let partitions = balance(&ds, projection.as_deref(), units, target_partitions);
         // Fewer units than cores: the idle cores decode blocks of each big chunk instead.
         let big_chunks = matches!(&*ds, Dataset::Array(a)
             if a.geometry.chunk_items() * a.itemsize() as u64 >= PARALLEL_MIN_BYTES as u64);

@@ -384,7 +384,7 @@ async fn column_extrema(
             let arrays = match &summary {
                 Some(s) => Some(summary_arrays(
                     s,
-                    t.columns[col].dtype(),
+                    t.open_column(col).await?.dtype(),
                     schema.field(col).data_type(),
                 )?),
                 None => None,

@@ -176,6 +176,24 @@ impl TableProvider for Blosc2Table {
             Dataset::Array(_) => pushdown::selection(filters, &shape),
             Dataset::Table(_) => Selection::all(&shape),
         };
+        if let Dataset::Table(t) = &*self.ds {
+            // Only the columns the query names are opened: the projection and the
+            // columns of the filters (used for pruning).
+            let mut cols: Vec<usize> = match projection {
+                Some(p) => p.clone(),
+                None => (0..t.ncolumns()).collect(),
+            };
+            for f in filters {
+                for c in f.column_refs() {
+                    if let Ok(i) = self.schema.index_of(c.name()) {
+                        cols.push(i);
+                    }
+                }
+            }
+            cols.sort_unstable();
+            cols.dedup();
+            t.open_columns(cols).await.map_err(super::to_df)?;
+        }
         let cfg = state.config();
         let batch_size = cfg.batch_size();
         let max_rows = (batch_size as u64).max(1) * 8;

@@ -20,7 +20,7 @@ pub async fn open(rel: &str) -> Arc<Dataset> {
     )
 }
 
-fn json_of(col: &dyn Array, i: usize) -> Value {
+pub fn json_of(col: &dyn Array, i: usize) -> Value {
     if col.is_null(i) {
         return Value::Null;
     }
@@ -46,7 +46,7 @@ fn json_of(col: &dyn Array, i: usize) -> Value {
     }
 }
 
-fn close(a: &Value, b: &Value) -> bool {
+pub fn close(a: &Value, b: &Value) -> bool {
     match (a.as_f64(), b.as_f64()) {
         (Some(x), Some(y)) => (x - y).abs() <= 1e-6 * x.abs().max(y.abs()).max(1.0),
         _ => a == b,

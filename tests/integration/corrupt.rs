@@ -218,3 +218,49 @@ async fn missing_pieces_are_named() {
     let e = open_and_read(tmp.path(), "junk.b2nd").await.unwrap_err();
     assert!(e.contains("junk.b2nd") && e.contains("frame header"), "{e}");
 }
+
+/// CTable columns are opened when a query reads them, and checked then against the schema:
+/// a column file holding another type, or missing, is an error naming the column, while
+/// queries over the other columns still work.
+#[tokio::test]
+async fn ctable_columns_are_checked_when_read() {
+    use datafusion::prelude::SessionContext;
+    use datafusion_blosc2::provider::Blosc2SessionExt;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("events.b2d");
+    copy_tree(&fixture("ctable/events.b2d"), &d);
+    // `t` is declared int64; give it `v`'s float64 frame. `tag` loses its text bytes.
+    std::fs::copy(d.join("_cols/v.b2nd"), d.join("_cols/t.b2nd")).unwrap();
+    std::fs::remove_file(d.join("_cols/tag.utf8.b2nd")).unwrap();
+    let ctx = SessionContext::new();
+    ctx.register_blosc2("e", d.to_str().unwrap(), Default::default())
+        .await
+        .unwrap();
+    let run = |q: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            match ctx.sql(q).await {
+                Ok(df) => df.collect().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    };
+    let e = run("SELECT t FROM e").await.unwrap_err();
+    assert!(
+        e.contains("events.b2d")
+            && e.contains("column \"t\"")
+            && e.contains("declares kind \"int64\""),
+        "{e}"
+    );
+    let e = run("SELECT tag FROM e").await.unwrap_err();
+    assert!(
+        e.contains("_cols/tag.utf8.b2nd") && e.contains("not found"),
+        "{e}"
+    );
+    let b = run("SELECT count(v), count(k) FROM e").await.unwrap();
+    let n = datafusion::arrow::util::pretty::pretty_format_batches(&b)
+        .unwrap()
+        .to_string();
+    assert!(n.contains("5998"), "{n}");
+}

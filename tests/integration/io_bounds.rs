@@ -1,6 +1,7 @@
 //! Reads are few and small: a store wrapper counts every request (`get_opts`, after
 //! `get_ranges` coalescing) and the bytes it returns.
 
+use crate::arrow_values::json_of;
 use crate::containers::arrays;
 use crate::util::{fixture, sha256_hex};
 use async_trait::async_trait;
@@ -10,6 +11,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::*;
+use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,6 +20,15 @@ struct Counting {
     inner: Arc<dyn ObjectStore>,
     requests: AtomicU64,
     bytes: Arc<AtomicU64>,
+    /// Every path read or listed, in order.
+    paths: std::sync::Mutex<Vec<String>>,
+}
+
+impl Counting {
+    fn note(&self, l: Option<&Path>) {
+        let p = l.map_or(String::new(), |l| l.to_string());
+        self.paths.lock().unwrap().push(p);
+    }
 }
 
 impl std::fmt::Display for Counting {
@@ -40,6 +51,7 @@ impl ObjectStore for Counting {
     }
     async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
         self.requests.fetch_add(1, Ordering::SeqCst);
+        self.note(Some(l));
         let r = self.inner.get_opts(l, o).await?;
         // Count the bytes of the range served (the payload is read by the caller).
         self.bytes
@@ -54,10 +66,12 @@ impl ObjectStore for Counting {
     }
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         self.requests.fetch_add(1, Ordering::SeqCst);
+        self.note(prefix);
         self.inner.list(prefix).boxed()
     }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         self.requests.fetch_add(1, Ordering::SeqCst);
+        self.note(prefix);
         self.inner.list_with_delimiter(prefix).await
     }
     async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
@@ -70,6 +84,7 @@ fn counting() -> Arc<Counting> {
         inner: Arc::new(local::LocalFileSystem::new()),
         requests: AtomicU64::new(0),
         bytes: Arc::new(AtomicU64::new(0)),
+        paths: Default::default(),
     })
 }
 
@@ -138,5 +153,98 @@ async fn neighbouring_chunks_are_coalesced() {
     assert_eq!(
         used, 1,
         "100 neighbouring chunks in one request, took {used}"
+    );
+}
+
+/// The column files (`_cols/…`) requested since the last call, as `_cols/` suffixes.
+fn column_files_read(store: &Counting) -> std::collections::BTreeSet<String> {
+    let mut paths = store.paths.lock().unwrap();
+    let out = paths
+        .iter()
+        .filter_map(|p| p.split_once("/_cols/").map(|(_, f)| f.to_string()))
+        .collect();
+    paths.clear();
+    out
+}
+
+/// A CTable opens only the column files a query names: none to register it or to count
+/// rows, the projected and filtered ones (with their companions) for a query.
+#[tokio::test]
+async fn ctable_opens_only_the_columns_a_query_names() {
+    use datafusion::arrow::array::RecordBatch;
+    use datafusion::prelude::{SessionConfig, SessionContext};
+    use datafusion_blosc2::provider::Blosc2SessionExt;
+
+    let store = counting();
+    // One partition keeps rows in stored order for the value comparisons.
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
+    ctx.register_object_store(
+        &url::Url::parse("counted://local").unwrap(),
+        Arc::clone(&store) as Arc<dyn ObjectStore>,
+    );
+    let abs = std::fs::canonicalize(fixture("ctable/events.b2d")).unwrap();
+    let url = format!("counted://local{}", abs.display());
+    ctx.register_blosc2("e", &url, Default::default())
+        .await
+        .unwrap();
+    let none = std::collections::BTreeSet::new();
+    assert_eq!(
+        column_files_read(&store),
+        none,
+        "registering reads no column"
+    );
+
+    let rows = |b: &[RecordBatch]| b.iter().map(RecordBatch::num_rows).sum::<usize>();
+    let sql = |q: &'static str| {
+        let ctx = ctx.clone();
+        async move { ctx.sql(q).await.unwrap().collect().await.unwrap() }
+    };
+    let b = sql("SELECT count(*) FROM e").await;
+    assert_eq!(rows(&b), 1);
+    assert_eq!(column_files_read(&store), none, "count(*) reads no column");
+
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
+            .unwrap();
+    let want = &want["ctable/events.b2d"]["columns"];
+
+    // A nullable column: its values and its mask sidecar, nothing else.
+    let b = sql("SELECT k FROM e").await;
+    let got: Vec<Value> = b
+        .iter()
+        .flat_map(|b| (0..b.num_rows()).map(|i| json_of(b.column(0).as_ref(), i)))
+        .collect();
+    assert_eq!(&got, want["k"].as_array().unwrap(), "every k value");
+    let read = column_files_read(&store);
+    assert_eq!(
+        read,
+        ["k.b2nd", "k.notnull.b2nd"].map(String::from).into(),
+        "SELECT k read {read:?}"
+    );
+
+    // A filter column and a UTF-8 column (offsets and data); `v` is never opened.
+    let b = sql("SELECT tag FROM e WHERE t < 40").await;
+    let (ts, tags) = (
+        want["t"].as_array().unwrap(),
+        want["tag"].as_array().unwrap(),
+    );
+    let expect: Vec<&Value> = (0..ts.len())
+        .filter(|&i| ts[i].as_i64().unwrap() < 40)
+        .map(|i| &tags[i])
+        .collect();
+    let got: Vec<Value> = b
+        .iter()
+        .flat_map(|b| (0..b.num_rows()).map(|i| json_of(b.column(0).as_ref(), i)))
+        .collect();
+    assert!(!expect.is_empty());
+    assert_eq!(got.iter().collect::<Vec<_>>(), expect, "tag where t < 40");
+    let read = column_files_read(&store);
+    // `k` was opened by the previous query and stays open; only the new ones are read.
+    assert_eq!(
+        read,
+        ["t.b2nd", "tag.b2nd", "tag.utf8.b2nd"]
+            .map(String::from)
+            .into(),
+        "SELECT tag … WHERE t read {read:?}"
     );
 }

@@ -280,7 +280,10 @@ async fn run(cli: Cli) -> CliResult {
         Command::Inspect { path, json, dtype } => {
             let ctx = context();
             let d = match open(&ctx, &path, dtype).await {
-                Ok(ds) => datafusion_blosc2::describe::describe(&ds),
+                Ok(ds) => {
+                    ds.open_all_columns().await.map_err(msg)?;
+                    datafusion_blosc2::describe::describe(&ds)
+                }
                 // A DictStore / TreeStore / EmbedStore: describe its leaves instead.
                 Err(e) => {
                     let loc = resolve_location(&ctx.runtime_env(), &path).map_err(msg)?;
