@@ -69,21 +69,7 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
             if len > n - op {
                 return err(ip, "match overruns the output");
             }
-            let from = op - dist;
-            if dist >= len {
-                out.copy_within(from..from + len, op);
-            } else if dist == 1 {
-                let v = out[from];
-                out[op..op + len].fill(v);
-            } else {
-                // Overlapping copy: the pattern of `dist` bytes repeats; copy in growing runs.
-                let mut done = 0;
-                while done < len {
-                    let step = (op + done - from).min(len - done);
-                    out.copy_within(from..from + step, op + done);
-                    done += step;
-                }
-            }
+            super::copy_match(out, op, dist, len);
             op += len;
         } else {
             let k = ctrl + 1;

@@ -1,9 +1,10 @@
 //! One decompressor per codec: `&[u8]` stream in, exactly `out.len()` bytes out.
 //!
-//! BloscLZ is ours (`blosclz.rs`); LZ4 uses `lz4_flex`, zlib `flate2` (zlib-rs backend),
-//! Zstd the `zstd` crate. Stream forms: `spec/codecs.md` §2.
+//! BloscLZ and LZ4 are ours (`blosclz.rs`, `lz4.rs`, sharing [`copy_match`]); zlib uses
+//! `flate2` (zlib-rs backend), Zstd the `zstd` crate. Stream forms: `spec/codecs.md` §2.
 
 pub mod blosclz;
+pub mod lz4;
 
 use super::header::Codec;
 use std::cell::RefCell;
@@ -27,17 +28,8 @@ pub fn decompress_stream(
             blosclz::decompress_into(src, out)
                 .map_err(|e| format!("{} (input offset {})", e.why, e.at))
         }
-        Codec::Lz4 => {
-            let n = match dict {
-                None => lz4_flex::block::decompress_into(src, out),
-                Some(d) => lz4_flex::block::decompress_into_with_dict(src, out, d),
-            }
-            .map_err(|e| e.to_string())?;
-            if n != out.len() {
-                return Err(format!("produced {n} bytes, expected {}", out.len()));
-            }
-            Ok(())
-        }
+        Codec::Lz4 => lz4::decompress_into(src, out, dict.unwrap_or(&[]))
+            .map_err(|e| format!("lz4: {} (input offset {})", e.why, e.at)),
         Codec::Zlib => {
             let mut z = flate2::Decompress::new(true);
             let status = z
@@ -54,6 +46,61 @@ pub fn decompress_stream(
         }
         Codec::Zstd => zstd_decompress(src, out, dict),
         Codec::Snappy => Err("snappy streams are not supported (Blosc1-only codec)".into()),
+    }
+}
+
+/// Copies an LZ77 match: `len` bytes at `op` from `dist` bytes back, where the source may
+/// overlap the destination (a period-`dist` pattern repeats). The caller has checked
+/// `1 <= dist <= op` and `op + len <= out.len()`.
+///
+/// Short matches are copied in fixed 8- or 16-byte pieces (a piece may write past
+/// `op + len` when the buffer has room; later sequences overwrite those bytes), long
+/// overlapping ones by doubling the pattern with `copy_within`.
+#[inline(always)]
+pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
+    debug_assert!(dist >= 1 && dist <= op && op + len <= out.len());
+    let from = op - dist;
+    if dist >= 8 && len <= 8 && out.len() - op >= 8 {
+        let w: [u8; 8] = out[from..from + 8].try_into().expect("8 bytes");
+        out[op..op + 8].copy_from_slice(&w);
+    } else if dist >= 16 && len <= 16 && out.len() - op >= 16 {
+        out.copy_within(from..from + 16, op);
+    } else if dist >= len {
+        out.copy_within(from..from + len, op);
+    } else if len > 64 {
+        if dist == 1 {
+            let v = out[from];
+            out[op..op + len].fill(v);
+        } else {
+            // The pattern so far is copied onto its end, doubling each step.
+            let mut done = 0;
+            while done < len {
+                let step = (op + done - from).min(len - done);
+                out.copy_within(from..from + step, op + done);
+                done += step;
+            }
+        }
+    } else {
+        // A period shorter than 8 is widened to a multiple of itself, `d >= 8`: its first
+        // `d - dist` bytes are copied one by one, then each 8-byte piece reads `d` back,
+        // from bytes already final.
+        let d = dist * 8usize.div_ceil(dist);
+        let mut i = 0;
+        while i < (d - dist).min(len) {
+            out[op + i] = out[from + i];
+            i += 1;
+        }
+        while i < len {
+            let (src, dst) = (op + i - d, op + i);
+            if out.len() - dst >= 8 {
+                let w: [u8; 8] = out[src..src + 8].try_into().expect("8 bytes");
+                out[dst..dst + 8].copy_from_slice(&w);
+                i += 8;
+            } else {
+                out[dst] = out[src];
+                i += 1;
+            }
+        }
     }
 }
 
@@ -81,4 +128,36 @@ fn zstd_decompress(src: &[u8], out: &mut [u8], dict: Option<&[u8]>) -> Result<()
         return Err(format!("produced {n} bytes, expected {}", out.len()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_match;
+
+    /// Every branch of `copy_match` (piece sizes, pattern widening, doubling, buffer ends
+    /// with and without room for a whole piece) against the byte-at-a-time definition.
+    #[test]
+    fn copy_match_is_the_byte_loop() {
+        let mut seed = 7u64;
+        let prefix = crate::chunk::random_bytes(&mut seed, 100);
+        for dist in 1..=80 {
+            for len in 1..=150 {
+                for slack in [0, 1, 7, 8, 15, 16, 40] {
+                    let op = 100;
+                    let mut want = prefix.clone();
+                    want.resize(op + len + slack, 0xAA);
+                    let mut got = want.clone();
+                    for i in 0..len {
+                        want[op + i] = want[op + i - dist];
+                    }
+                    copy_match(&mut got, op, dist, len);
+                    assert_eq!(
+                        got[..op + len],
+                        want[..op + len],
+                        "dist {dist} len {len} slack {slack}"
+                    );
+                }
+            }
+        }
+    }
 }

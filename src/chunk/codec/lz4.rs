@@ -1,0 +1,237 @@
+//! LZ4 block decoder (the public LZ4 block format; `spec/codecs.md` §2), for LZ4 and
+//! LZ4HC streams, with or without a chunk dictionary.
+//!
+//! Ours rather than `lz4_flex`'s because Blosc2's shuffled and bitshuffled streams are
+//! dominated by long matches at short distances, which `lz4_flex`'s safe decoder copies
+//! a byte at a time (0.3–0.7× C-Blosc2 on those chunks, see `benches/README.md`). Matches
+//! are copied by [`super::copy_match`], shared with BloscLZ. `lz4_flex` stays the oracle
+//! the tests compare against. Safe code only: every read and write is bounds-checked, and
+//! short literal runs use one fixed 16-byte copy when both buffers have room for it.
+
+/// Why an LZ4 stream is invalid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lz4Error {
+    /// Input offset where decoding failed.
+    pub at: usize,
+    /// What was wrong.
+    pub why: &'static str,
+}
+
+fn err<T>(at: usize, why: &'static str) -> Result<T, Lz4Error> {
+    Err(Lz4Error { at, why })
+}
+
+/// Reads the 255-continued extension of a length whose nibble was 15.
+#[inline(always)]
+fn extra_len(src: &[u8], ip: &mut usize) -> Result<usize, Lz4Error> {
+    let mut n = 0usize;
+    loop {
+        let Some(&b) = src.get(*ip) else {
+            return err(*ip, "length runs past the input");
+        };
+        *ip += 1;
+        n += b as usize;
+        if b != 255 {
+            return Ok(n);
+        }
+    }
+}
+
+/// Decodes the LZ4 block `src` into `out`, which it must fill exactly. `dict` is the
+/// data that precedes the output (empty when the chunk has no dictionary): matches may
+/// reach back into it.
+///
+/// # Errors
+/// A stream that reads past its end, has a zero offset, refers before the dictionary, or
+/// produces more or fewer bytes than `out.len()`.
+pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
+    let n = out.len();
+    let (mut ip, mut op) = (0usize, 0usize);
+    loop {
+        let Some(&token) = src.get(ip) else {
+            return err(ip, "stream ended before its last literal run");
+        };
+        ip += 1;
+        // The common sequence: literals and match length fit the token, and both buffers
+        // have room for a 16-byte literal copy and an 18-byte match copy. Bytes written past
+        // the sequence's end are scratch that later sequences overwrite.
+        if token < 0xF0 && token & 15 != 15 && src.len() - ip >= 18 && n - op >= 34 {
+            let lit = (token >> 4) as usize;
+            out[op..op + 16].copy_from_slice(&src[ip..ip + 16]);
+            ip += lit;
+            op += lit;
+            let dist = u16::from_le_bytes([src[ip], src[ip + 1]]) as usize;
+            ip += 2;
+            let len = (token & 15) as usize + 4;
+            if dist >= 18 && dist <= op {
+                let from = op - dist;
+                out.copy_within(from..from + 18, op);
+                op += len;
+                continue;
+            }
+            if dist == 0 {
+                return err(ip - 2, "zero match offset");
+            }
+            op = copy_any(out, op, dist, len, dict, ip)?;
+            continue;
+        }
+        let mut lit = (token >> 4) as usize;
+        if lit == 15 {
+            lit += extra_len(src, &mut ip)?;
+        }
+        if lit > src.len() - ip {
+            return err(ip, "literal run past the input");
+        }
+        if lit > n - op {
+            return err(ip, "literal run overruns the output");
+        }
+        out[op..op + lit].copy_from_slice(&src[ip..ip + lit]);
+        ip += lit;
+        op += lit;
+        if ip == src.len() {
+            break;
+        }
+        let (Some(&d0), Some(&d1)) = (src.get(ip), src.get(ip + 1)) else {
+            return err(ip, "match offset runs past the input");
+        };
+        ip += 2;
+        let dist = u16::from_le_bytes([d0, d1]) as usize;
+        if dist == 0 {
+            return err(ip - 2, "zero match offset");
+        }
+        let mut len = (token & 15) as usize + 4;
+        if len == 19 {
+            len += extra_len(src, &mut ip)?;
+        }
+        if len > n - op {
+            return err(ip, "match overruns the output");
+        }
+        op = copy_any(out, op, dist, len, dict, ip)?;
+    }
+    if op != n {
+        return err(ip, "stream ended before the expected size");
+    }
+    Ok(())
+}
+
+/// Copies a match of `len` bytes at `op` from `dist` (>= 1) bytes back, where the start
+/// may lie in `dict` (the data before the output); returns the new output position. The
+/// caller has checked `op + len <= out.len()`.
+#[inline(always)]
+fn copy_any(
+    out: &mut [u8],
+    op: usize,
+    dist: usize,
+    len: usize,
+    dict: &[u8],
+    ip: usize,
+) -> Result<usize, Lz4Error> {
+    if dist <= op {
+        super::copy_match(out, op, dist, len);
+    } else {
+        // Starts in the dictionary, and continues from the output's first byte.
+        let back = dist - op;
+        if back > dict.len() {
+            return err(ip, "match refers before the start of the output");
+        }
+        let k = back.min(len);
+        let start = dict.len() - back;
+        out[op..op + k].copy_from_slice(&dict[start..start + k]);
+        if len > k {
+            super::copy_match(out, op + k, dist, len - k);
+        }
+    }
+    Ok(op + len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunk::xorshift;
+
+    /// Data with runs, short periods and noise: long overlapping matches at every distance.
+    fn patterned(seed: u64, n: usize) -> Vec<u8> {
+        let mut s = seed | 1;
+        let mut v = Vec::with_capacity(n);
+        while v.len() < n {
+            let r = xorshift(&mut s);
+            let run = (r % 300) as usize + 1;
+            match r % 5 {
+                0 => v.extend(std::iter::repeat_n((r >> 8) as u8, run)),
+                1 | 2 => {
+                    let period = ((r >> 16) % 24) as usize + 1;
+                    let pat: Vec<u8> = (0..period).map(|_| xorshift(&mut s) as u8).collect();
+                    v.extend((0..run * 4).map(|i| pat[i % period]));
+                }
+                3 => v.extend((0..run).map(|_| xorshift(&mut s) as u8)),
+                _ => {
+                    // Repeat something far back.
+                    if v.len() > 1000 {
+                        let from = v.len() - 1000 + (r as usize % 900);
+                        v.extend_from_within(from..from + run.min(90));
+                    }
+                }
+            }
+        }
+        v.truncate(n);
+        v
+    }
+
+    #[test]
+    fn matches_lz4_flex_on_random_streams() {
+        for seed in 0..300u64 {
+            let n = (seed as usize * 977) % 70_000;
+            let data = patterned(seed, n);
+            let comp = lz4_flex::block::compress(&data);
+            let mut out = vec![0u8; n];
+            decompress_into(&comp, &mut out, &[]).unwrap_or_else(|e| panic!("seed {seed}: {e:?}"));
+            assert!(out == data, "seed {seed}: {n} bytes differ");
+        }
+    }
+
+    #[test]
+    fn matches_lz4_flex_with_a_dictionary() {
+        for seed in 0..100u64 {
+            let dict = patterned(seed + 1000, 100 + (seed as usize * 313) % 60_000);
+            let mut data = patterned(seed, 20_000);
+            // Pieces of the dictionary, so that matches reach into it.
+            data.extend_from_slice(&dict[dict.len() / 2..]);
+            data.extend(patterned(seed + 7, 5_000));
+            let comp = lz4_flex::block::compress_with_dict(&data, &dict);
+            let mut out = vec![0u8; data.len()];
+            decompress_into(&comp, &mut out, &dict)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e:?}"));
+            assert!(out == data, "seed {seed}: output differs");
+        }
+    }
+
+    #[test]
+    fn bad_streams_are_errors() {
+        let data = patterned(3, 50_000);
+        let comp = lz4_flex::block::compress(&data);
+        let mut out = vec![0u8; data.len()];
+        for cut in (0..comp.len()).step_by(97) {
+            assert!(
+                decompress_into(&comp[..cut], &mut out, &[]).is_err(),
+                "cut {cut}"
+            );
+        }
+        let mut short = vec![0u8; data.len() - 1];
+        assert!(decompress_into(&comp, &mut short, &[]).is_err());
+        let mut long = vec![0u8; data.len() + 1];
+        assert!(decompress_into(&comp, &mut long, &[]).is_err());
+        // Offset 0, and an offset before the start.
+        assert_eq!(
+            decompress_into(&[0x14, b'a', 0, 0], &mut [0u8; 9], &[]),
+            err(2, "zero match offset")
+        );
+        assert!(decompress_into(&[0x14, b'a', 2, 0], &mut [0u8; 9], &[]).is_err());
+        let mut s = 99u64;
+        for _ in 0..2000 {
+            let mut c = comp.clone();
+            let at = xorshift(&mut s) as usize % c.len();
+            c[at] ^= 1 << (xorshift(&mut s) % 8);
+            let _ = decompress_into(&c, &mut out, &[]);
+        }
+    }
+}
