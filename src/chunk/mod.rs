@@ -446,7 +446,67 @@ impl<'a> Chunk<'a> {
 
     /// Decodes block `j` (regular chunk) into `dst` (its exact size).
     fn decode_block(&self, j: usize, dst: &mut [u8], reference: Option<&[u8]>) -> ChunkResult<()> {
-        self.run_pipeline(j, dst, reference, |raw| self.decode_streams(j, raw))
+        if let Some(ts) = self.plain_shuffle_split(j, dst.len()) {
+            return self.decode_shuffled_planes(j, ts, dst);
+        }
+        self.run_pipeline(j, dst, reference, |raw| self.decode_streams(j, raw, None))
+    }
+
+    /// The typesize when block `j` (of `bsize` bytes) is the common case of one SHUFFLE of
+    /// the typesize over one stream per byte plane, with no tail: its planes can be
+    /// unshuffled from wherever they lie.
+    fn plain_shuffle_split(&self, j: usize, bsize: usize) -> Option<usize> {
+        let h = &self.header;
+        let ts = h.typesize as usize;
+        let [(slot, 1)] = self.filters_to_undo(bsize)[..] else {
+            return None;
+        };
+        let group = h.filters_meta[slot] as usize;
+        let leftover = j + 1 == h.nblocks() && !h.nbytes.is_multiple_of(h.blocksize);
+        ((2..=16).contains(&ts)
+            && (group == 0 || group == ts)
+            && h.nstreams(bsize, leftover) == ts
+            && bsize.is_multiple_of(ts))
+        .then_some(ts)
+    }
+
+    /// Filters to undo for a block of `bsize` bytes, slot 5 → 0, with the Blosc1 no-op
+    /// cases dropped (filters.md §1).
+    fn filters_to_undo(&self, bsize: usize) -> Vec<(usize, u8)> {
+        let h = &self.header;
+        let ts = h.typesize as usize;
+        (0..6)
+            .rev()
+            .map(|slot| (slot, h.filters[slot]))
+            .filter(|&(_, f)| match f {
+                1 => !(h.version <= 2 && ts == 1),
+                2 => !(h.version <= 2 && bsize < ts),
+                3 => true,
+                _ => false,
+            })
+            .collect()
+    }
+
+    /// Block `j` as [`Chunk::plain_shuffle_split`] describes it: streams stored raw are
+    /// unshuffled straight from the chunk bytes, the others after decoding into scratch.
+    fn decode_shuffled_planes(&self, j: usize, ts: usize, dst: &mut [u8]) -> ChunkResult<()> {
+        let ne = dst.len() / ts;
+        SCRATCH.with(|cell| {
+            let mut guard = cell.borrow_mut();
+            let scratch = &mut guard.0;
+            scratch.resize(dst.len(), 0);
+            let mut stored: [Option<Range<usize>>; 16] = Default::default();
+            self.decode_streams(j, &mut scratch[..dst.len()], Some(&mut stored[..ts]))?;
+            let mut rows: [&[u8]; 16] = [&[]; 16];
+            for (k, row) in rows.iter_mut().take(ts).enumerate() {
+                *row = match &stored[k] {
+                    Some(r) => &self.buf[r.clone()],
+                    None => &scratch[k * ne..(k + 1) * ne],
+                };
+            }
+            filter::shuffle::unshuffle_rows(&rows[..ts], dst);
+            Ok(())
+        })
     }
 
     /// Fills a block with its streams (`fill`), then undoes the filters slot 5 → 0.
@@ -460,17 +520,7 @@ impl<'a> Chunk<'a> {
         let h = &self.header;
         let ts = h.typesize as usize;
         let bsize = dst.len();
-        // Filters to undo, slot 5 → 0, with the Blosc1 no-op cases dropped (filters.md §1).
-        let ops: Vec<(usize, u8)> = (0..6)
-            .rev()
-            .map(|slot| (slot, h.filters[slot]))
-            .filter(|&(_, f)| match f {
-                1 => !(h.version <= 2 && ts == 1),
-                2 => !(h.version <= 2 && bsize < ts),
-                3 => true,
-                _ => false,
-            })
-            .collect();
+        let ops = self.filters_to_undo(bsize);
         if ops.is_empty() {
             return fill(dst);
         }
@@ -517,8 +567,15 @@ impl<'a> Chunk<'a> {
         })
     }
 
-    /// Concatenates the streams of block `j` into `raw` (`spec/chunk.md` §5–6).
-    fn decode_streams(&self, j: usize, raw: &mut [u8]) -> ChunkResult<()> {
+    /// Concatenates the streams of block `j` into `raw` (`spec/chunk.md` §5–6). With
+    /// `stored`, a stream kept uncompressed is not copied: its byte range in the chunk is
+    /// recorded in `stored[stream]` instead.
+    fn decode_streams(
+        &self,
+        j: usize,
+        raw: &mut [u8],
+        mut stored: Option<&mut [Option<Range<usize>>]>,
+    ) -> ChunkResult<()> {
         let h = &self.header;
         let codec = self.codec.expect("parse sets the codec of block chunks");
         let bsize = raw.len();
@@ -574,7 +631,10 @@ impl<'a> Chunk<'a> {
                         have: self.buf.len().saturating_sub(pos),
                     })?;
                 if csize == len {
-                    out.copy_from_slice(src);
+                    match stored.as_deref_mut().and_then(|st| st.get_mut(s)) {
+                        Some(slot) => *slot = Some(pos..pos + csize),
+                        None => out.copy_from_slice(src),
+                    }
                 } else {
                     codec::decompress_stream(codec, src, out, self.dict).map_err(|why| {
                         ChunkError::Codec {

@@ -37,18 +37,25 @@ pub fn active_kernels() -> &'static str {
     }
 }
 
-/// Byte unshuffle with a SIMD kernel when one exists for group size `s`.
-pub fn unshuffle(s: usize, src: &[u8], dst: &mut [u8]) -> bool {
-    if !enabled() || src.len() != dst.len() {
+/// Byte unshuffle from separate rows with a SIMD kernel when one exists for
+/// `rows.len()`: `dst[i * s + j] = rows[j][i]` for `i < dst.len() / s` (`dst.len()` a
+/// multiple of `s`, every row at least that long).
+pub fn unshuffle_rows(rows: &[&[u8]], dst: &mut [u8]) -> bool {
+    let s = rows.len();
+    if !enabled() || s == 0 || !dst.len().is_multiple_of(s) {
+        return false;
+    }
+    let ne = dst.len() / s;
+    if rows.iter().any(|r| r.len() < ne) {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
     {
-        x86::unshuffle(s, src, dst)
+        x86::unshuffle(rows, dst, ne)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (s, src, dst);
+        let _ = (rows, dst, ne);
         false
     }
 }
@@ -98,30 +105,30 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// SSE2 is part of the x86_64 baseline, so these kernels need no run-time detection.
-    pub(super) fn unshuffle(s: usize, src: &[u8], dst: &mut [u8]) -> bool {
-        let ne = src.len() / s.max(1);
+    /// `rows.len()` rows of at least `ne` bytes into `dst` (`rows.len() * ne` bytes).
+    pub(super) fn unshuffle(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> bool {
         if ne < 16 {
             return false;
         }
-        match s {
-            2 => run::<2>(src, dst, ne),
-            4 => run::<4>(src, dst, ne),
-            8 => run::<8>(src, dst, ne),
-            16 => run::<16>(src, dst, ne),
+        match rows.len() {
+            2 => run::<2>(rows, dst, ne),
+            4 => run::<4>(rows, dst, ne),
+            8 => run::<8>(rows, dst, ne),
+            16 => run::<16>(rows, dst, ne),
             _ => return false,
         }
         true
     }
 
     /// AVX2 for pairs of tiles when the CPU has it, SSE2 for the rest.
-    fn run<const S: usize>(src: &[u8], dst: &mut [u8], ne: usize) {
+    fn run<const S: usize>(rows: &[&[u8]], dst: &mut [u8], ne: usize) {
         let first = if super::has_avx2() {
             // SAFETY: AVX2 support was checked at run time.
-            unsafe { tiles_avx2::<S>(src, dst, ne) }
+            unsafe { tiles_avx2::<S>(rows, dst, ne) }
         } else {
             0
         };
-        tiles::<S>(src, dst, ne, first);
+        tiles::<S>(rows, dst, ne, first);
     }
 
     /// 32 elements per step: each 128-bit lane runs the SSE2 interleave network on its 16
@@ -131,12 +138,12 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
-    unsafe fn tiles_avx2<const S: usize>(src: &[u8], dst: &mut [u8], ne: usize) -> usize {
+    unsafe fn tiles_avx2<const S: usize>(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> usize {
         let pairs = ne / 32;
         for p in 0..pairs {
             let mut v = [_mm256_setzero_si256(); S];
             for (j, slot) in v.iter_mut().enumerate() {
-                let row = &src[j * ne + p * 32..j * ne + p * 32 + 32];
+                let row = &rows[j][p * 32..p * 32 + 32];
                 // SAFETY: `row` is exactly 32 readable bytes (slice-checked); unaligned load.
                 *slot = unsafe { _mm256_loadu_si256(row.as_ptr().cast()) };
             }
@@ -374,13 +381,13 @@ mod x86 {
     }
 
     /// Processes full tiles of 16 elements with SSE2, the rest with scalar code.
-    fn tiles<const S: usize>(src: &[u8], dst: &mut [u8], ne: usize, first: usize) {
+    fn tiles<const S: usize>(rows: &[&[u8]], dst: &mut [u8], ne: usize, first: usize) {
         let tiles = ne / 16;
         for t in first..tiles {
             // SAFETY: SSE2 is part of the x86_64 baseline; a register op with no memory access.
             let mut v = [unsafe { _mm_setzero_si128() }; S];
             for (j, slot) in v.iter_mut().enumerate() {
-                let row = &src[j * ne + t * 16..j * ne + t * 16 + 16];
+                let row = &rows[j][t * 16..t * 16 + 16];
                 // SAFETY: `row` is exactly 16 readable bytes (slice bounds checked above);
                 // `_mm_loadu_si128` has no alignment requirement.
                 *slot = unsafe { _mm_loadu_si128(row.as_ptr().cast()) };
@@ -395,11 +402,9 @@ mod x86 {
         }
         for i in tiles * 16..ne {
             for j in 0..S {
-                dst[i * S + j] = src[j * ne + i];
+                dst[i * S + j] = rows[j][i];
             }
         }
-        let body = ne * S;
-        dst[body..].copy_from_slice(&src[body..]);
     }
 
     /// Turns S registers (register j = byte j of 16 elements) into S registers holding the
@@ -517,7 +522,7 @@ mod tests {
                 let mut a = vec![0; src.len()];
                 let mut b = vec![0; src.len()];
                 unshuffle_portable(s, &sh, &mut a);
-                if !super::unshuffle(s, &sh, &mut b) {
+                if !crate::chunk::filter::shuffle::unshuffle_simd(s, &sh, &mut b) {
                     continue;
                 }
                 assert_eq!(a, b, "s={s} len={}", src.len());

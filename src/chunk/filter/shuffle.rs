@@ -1,65 +1,111 @@
 //! Byte unshuffle (`spec/filters.md` §2): `dst[i*s + j] = src[j*ne + i]`, tail copied.
+//!
+//! The kernels read the `s` byte rows (planes) from separate slices, so a chunk decoder can
+//! unshuffle straight from stored planes without first copying them together.
 
 /// Undoes the byte shuffle of `src` (group size `s`) into `dst` (same length).
 /// Dispatches to a SIMD kernel when one exists for `s` on this CPU.
 pub fn unshuffle(s: usize, src: &[u8], dst: &mut [u8]) {
     debug_assert_eq!(src.len(), dst.len());
-    if !crate::chunk::simd::unshuffle(s, src, dst) {
-        unshuffle_portable(s, src, dst);
+    split(s, src, dst, |rows, body| unshuffle_rows(rows, body));
+}
+
+/// `dst[i * s + j] = rows[j][i]` for `s = rows.len()` and `i < dst.len() / s`: the
+/// unshuffle of a block whose planes lie in separate buffers (`dst.len()` a multiple of
+/// `s`, every row at least `dst.len() / s` bytes).
+pub fn unshuffle_rows(rows: &[&[u8]], dst: &mut [u8]) {
+    if !crate::chunk::simd::unshuffle_rows(rows, dst) {
+        unshuffle_rows_portable(rows, dst);
     }
+}
+
+/// The SIMD kernel alone (for tests): `false` when there is none for `s` on this CPU.
+pub fn unshuffle_simd(s: usize, src: &[u8], dst: &mut [u8]) -> bool {
+    split(s, src, dst, |rows, body| {
+        crate::chunk::simd::unshuffle_rows(rows, body)
+    })
 }
 
 /// The portable byte unshuffle: the oracle every SIMD kernel is tested against.
 pub fn unshuffle_portable(s: usize, src: &[u8], dst: &mut [u8]) {
+    split(s, src, dst, |rows, body| {
+        unshuffle_rows_portable(rows, body)
+    });
+}
+
+/// Cuts `src` into its `s` rows and runs `f(rows, body of dst)`, then copies the tail
+/// that is not a whole element (or everything when there is nothing to unshuffle).
+fn split<R: Default>(
+    s: usize,
+    src: &[u8],
+    dst: &mut [u8],
+    f: impl FnOnce(&[&[u8]], &mut [u8]) -> R,
+) -> R {
     let len = src.len().min(dst.len());
     if s <= 1 || len < s {
         dst[..len].copy_from_slice(&src[..len]);
-        return;
+        return R::default();
     }
-    match s {
-        2 => unshuffle_const::<2>(src, dst),
-        4 => unshuffle_const::<4>(src, dst),
-        8 => unshuffle_const::<8>(src, dst),
-        16 => unshuffle_const::<16>(src, dst),
-        _ => unshuffle_dyn(s, src, dst),
+    let ne = len / s;
+    let body = ne * s;
+    dst[body..len].copy_from_slice(&src[body..len]);
+    let row = |j: usize| &src[j * ne..(j + 1) * ne];
+    if s <= 16 {
+        let mut rows: [&[u8]; 16] = [&[]; 16];
+        for (j, r) in rows.iter_mut().take(s).enumerate() {
+            *r = row(j);
+        }
+        f(&rows[..s], &mut dst[..body])
+    } else {
+        let rows: Vec<&[u8]> = (0..s).map(row).collect();
+        f(&rows, &mut dst[..body])
     }
 }
 
-fn unshuffle_const<const S: usize>(src: &[u8], dst: &mut [u8]) {
-    let len = src.len();
-    let ne = len / S;
-    let body = ne * S;
-    // Tiles of 16 elements: read 16 contiguous bytes of each of the S streams, write one
+/// The portable twin of [`unshuffle_rows`].
+pub fn unshuffle_rows_portable(rows: &[&[u8]], dst: &mut [u8]) {
+    match rows.len() {
+        0 => {}
+        1 => {
+            let n = dst.len();
+            dst.copy_from_slice(&rows[0][..n]);
+        }
+        2 => unshuffle_const::<2>(rows, dst),
+        4 => unshuffle_const::<4>(rows, dst),
+        8 => unshuffle_const::<8>(rows, dst),
+        16 => unshuffle_const::<16>(rows, dst),
+        _ => unshuffle_dyn(rows, dst),
+    }
+}
+
+fn unshuffle_const<const S: usize>(rows: &[&[u8]], dst: &mut [u8]) {
+    let ne = dst.len() / S;
+    // Tiles of 16 elements: read 16 contiguous bytes of each of the S rows, write one
     // contiguous 16*S output run (fits in L1, lets the compiler keep it in registers).
     let tiles = ne / 16;
     for t in 0..tiles {
         let out = &mut dst[t * 16 * S..(t + 1) * 16 * S];
-        for j in 0..S {
-            let row = &src[j * ne + t * 16..j * ne + t * 16 + 16];
-            for (i, &b) in row.iter().enumerate() {
+        for (j, row) in rows.iter().enumerate().take(S) {
+            for (i, &b) in row[t * 16..t * 16 + 16].iter().enumerate() {
                 out[i * S + j] = b;
             }
         }
     }
     for i in tiles * 16..ne {
-        for j in 0..S {
-            dst[i * S + j] = src[j * ne + i];
+        for (j, row) in rows.iter().enumerate().take(S) {
+            dst[i * S + j] = row[i];
         }
     }
-    dst[body..len].copy_from_slice(&src[body..len]);
 }
 
-fn unshuffle_dyn(s: usize, src: &[u8], dst: &mut [u8]) {
-    let len = src.len();
-    let ne = len / s;
-    let body = ne * s;
-    for j in 0..s {
-        let row = &src[j * ne..(j + 1) * ne];
-        for (i, &b) in row.iter().enumerate() {
+fn unshuffle_dyn(rows: &[&[u8]], dst: &mut [u8]) {
+    let s = rows.len();
+    let ne = dst.len() / s;
+    for (j, row) in rows.iter().enumerate() {
+        for (i, &b) in row[..ne].iter().enumerate() {
             dst[i * s + j] = b;
         }
     }
-    dst[body..len].copy_from_slice(&src[body..len]);
 }
 
 /// Forward byte shuffle (writer side), used by tests and benches to make inputs.
@@ -81,6 +127,31 @@ pub fn shuffle(s: usize, src: &[u8], dst: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows in separate buffers (some longer than needed), as a chunk decoder passes
+    /// them: the dispatched kernel equals the portable one.
+    #[test]
+    fn separate_rows_equal_portable() {
+        let mut seed = 41u64;
+        for s in [2usize, 3, 4, 8, 16, 17] {
+            for ne in [0usize, 1, 15, 16, 31, 32, 33, 100, 1000] {
+                let rows: Vec<Vec<u8>> = (0..s)
+                    .map(|j| crate::chunk::random_bytes(&mut seed, ne + j % 3))
+                    .collect();
+                let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+                let mut fast = vec![0u8; s * ne];
+                let mut slow = vec![1u8; s * ne];
+                unshuffle_rows(&refs, &mut fast);
+                unshuffle_rows_portable(&refs, &mut slow);
+                assert_eq!(fast, slow, "s={s} ne={ne}");
+                for i in 0..ne {
+                    for j in 0..s {
+                        assert_eq!(slow[i * s + j], rows[j][i]);
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn roundtrip_every_typesize() {
