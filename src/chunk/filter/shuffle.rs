@@ -7,7 +7,7 @@
 /// Dispatches to a SIMD kernel when one exists for `s` on this CPU.
 pub fn unshuffle(s: usize, src: &[u8], dst: &mut [u8]) {
     debug_assert_eq!(src.len(), dst.len());
-    split(s, src, dst, |rows, body| unshuffle_rows(rows, body));
+    split(s, src, dst, unshuffle_rows);
 }
 
 /// `dst[i * s + j] = rows[j][i]` for `s = rows.len()` and `i < dst.len() / s`: the
