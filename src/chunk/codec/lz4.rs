@@ -63,9 +63,16 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
             let dist = u16::from_le_bytes([src[ip], src[ip + 1]]) as usize;
             ip += 2;
             let len = (token & 15) as usize + 4;
-            if dist >= 18 && dist <= op {
+            if dist >= 8 && dist <= op {
+                // 8-byte pieces (at most 3: len <= 18); each reads only final bytes since
+                // dist >= 8. Small loads are forwarded from the recent small stores.
                 let from = op - dist;
-                out.copy_within(from..from + 18, op);
+                let mut k = 0;
+                while k < len {
+                    let w: [u8; 8] = out[from + k..from + k + 8].try_into().expect("8 bytes");
+                    out[op + k..op + k + 8].copy_from_slice(&w);
+                    k += 8;
+                }
                 op += len;
                 continue;
             }

@@ -60,11 +60,14 @@ pub fn decompress_stream(
 pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
     debug_assert!(dist >= 1 && dist <= op && op + len <= out.len());
     let from = op - dist;
-    if dist >= 8 && len <= 8 && out.len() - op >= 8 {
+    if dist >= 8 && len <= 16 && out.len() - op >= 16 {
+        // One or two 8-byte pieces; each reads only final bytes since dist >= 8.
         let w: [u8; 8] = out[from..from + 8].try_into().expect("8 bytes");
         out[op..op + 8].copy_from_slice(&w);
-    } else if dist >= 16 && len <= 16 && out.len() - op >= 16 {
-        out.copy_within(from..from + 16, op);
+        if len > 8 {
+            let w: [u8; 8] = out[from + 8..from + 16].try_into().expect("8 bytes");
+            out[op + 8..op + 16].copy_from_slice(&w);
+        }
     } else if dist >= len {
         out.copy_within(from..from + len, op);
     } else if len > 64 {
