@@ -30,20 +30,7 @@ pub fn decompress_stream(
         }
         Codec::Lz4 => lz4::decompress_into(src, out, dict.unwrap_or(&[]))
             .map_err(|e| format!("lz4: {} (input offset {})", e.why, e.at)),
-        Codec::Zlib => {
-            let mut z = flate2::Decompress::new(true);
-            let status = z
-                .decompress(src, out, flate2::FlushDecompress::Finish)
-                .map_err(|e| e.to_string())?;
-            if z.total_out() as usize != out.len() || status != flate2::Status::StreamEnd {
-                return Err(format!(
-                    "produced {} bytes, expected {}",
-                    z.total_out(),
-                    out.len()
-                ));
-            }
-            Ok(())
-        }
+        Codec::Zlib => zlib_decompress(src, out),
         Codec::Zstd => zstd_decompress(src, out, dict),
         Codec::Snappy => Err("snappy streams are not supported (Blosc1-only codec)".into()),
     }
@@ -109,6 +96,36 @@ pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
 
 thread_local! {
     static ZSTD_CTX: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// One inflate state per thread, reset per stream: a chunk has one stream per block and
+/// byte plane, and a fresh state (with its 32 KiB window) per stream cost more than the
+/// inflating of a compressible stream.
+fn zlib_decompress(src: &[u8], out: &mut [u8]) -> Result<(), String> {
+    thread_local! {
+        static ZLIB: RefCell<Option<flate2::Decompress>> = const { RefCell::new(None) };
+    }
+    ZLIB.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let z = match slot.as_mut() {
+            Some(z) => {
+                z.reset(true);
+                z
+            }
+            None => slot.insert(flate2::Decompress::new(true)),
+        };
+        let status = z
+            .decompress(src, out, flate2::FlushDecompress::Finish)
+            .map_err(|e| e.to_string())?;
+        if z.total_out() as usize != out.len() || status != flate2::Status::StreamEnd {
+            return Err(format!(
+                "produced {} bytes, expected {}",
+                z.total_out(),
+                out.len()
+            ));
+        }
+        Ok(())
+    })
 }
 
 fn zstd_decompress(src: &[u8], out: &mut [u8], dict: Option<&[u8]>) -> Result<(), String> {
