@@ -296,24 +296,25 @@ impl<'a> Chunk<'a> {
             j = end;
         }
         let reference = reference.as_deref();
+        let run = move |(range, dst): (Range<usize>, &mut [u8])| -> ChunkResult<()> {
+            let base = self.header.block_span(range.start).0;
+            for j in range {
+                let (start, len) = self.header.block_span(j);
+                let d = &mut dst[start - base..start - base + len];
+                match (j, reference) {
+                    (0, Some(r)) => d.copy_from_slice(&r[..len]),
+                    _ => self.decode_block(j, d, reference)?,
+                }
+            }
+            Ok(())
+        };
+        let mut jobs = jobs.into_iter();
+        let first = jobs.next();
         std::thread::scope(|scope| {
-            let handles: Vec<_> = jobs
-                .into_iter()
-                .map(|(range, dst)| {
-                    scope.spawn(move || -> ChunkResult<()> {
-                        let base = self.header.block_span(range.start).0;
-                        for j in range {
-                            let (start, len) = self.header.block_span(j);
-                            let d = &mut dst[start - base..start - base + len];
-                            match (j, reference) {
-                                (0, Some(r)) => d.copy_from_slice(&r[..len]),
-                                _ => self.decode_block(j, d, reference)?,
-                            }
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
+            // The calling thread takes the first share (its scratch buffers are warm);
+            // the others go to new threads.
+            let handles: Vec<_> = jobs.map(|job| scope.spawn(move || run(job))).collect();
+            let mine = first.map_or(Ok(()), run);
             handles
                 .into_iter()
                 .map(|h| {
@@ -323,6 +324,7 @@ impl<'a> Chunk<'a> {
                         ))
                     })
                 })
+                .chain(std::iter::once(mine))
                 .collect::<ChunkResult<Vec<()>>>()
         })?;
         Ok(())
