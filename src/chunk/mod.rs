@@ -50,6 +50,21 @@ pub struct Chunk<'a> {
 
 thread_local! {
     static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// All zeros, as long as the longest all-zero plane seen: such planes (the high bytes
+    /// of small integers) are unshuffled from here instead of being zeroed per block.
+    static ZEROS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Where the bytes of one stream of a block are, when the decoder may leave them in place.
+#[derive(Debug, Clone, Default)]
+enum PlaneAt {
+    /// Decoded into its place in the block scratch.
+    #[default]
+    Scratch,
+    /// Stored uncompressed: this byte range of the chunk.
+    Chunk(Range<usize>),
+    /// All zeros (a zero run stream).
+    Zeros,
 }
 
 fn read_i32(buf: &[u8], at: usize, what: &'static str) -> ChunkResult<i32> {
@@ -497,16 +512,23 @@ impl<'a> Chunk<'a> {
             let mut guard = cell.borrow_mut();
             let scratch = &mut guard.0;
             scratch.resize(dst.len(), 0);
-            let mut stored: [Option<Range<usize>>; 16] = Default::default();
-            self.decode_streams(j, &mut scratch[..dst.len()], Some(&mut stored[..ts]))?;
-            let mut rows: [&[u8]; 16] = [&[]; 16];
-            for (k, row) in rows.iter_mut().take(ts).enumerate() {
-                *row = match &stored[k] {
-                    Some(r) => &self.buf[r.clone()],
-                    None => &scratch[k * ne..(k + 1) * ne],
-                };
-            }
-            filter::shuffle::unshuffle_rows(&rows[..ts], dst);
+            let mut at: [PlaneAt; 16] = Default::default();
+            self.decode_streams(j, &mut scratch[..dst.len()], Some(&mut at[..ts]))?;
+            ZEROS.with(|zeros| {
+                let mut zeros = zeros.borrow_mut();
+                if zeros.len() < ne && at.iter().any(|a| matches!(a, PlaneAt::Zeros)) {
+                    zeros.resize(ne, 0);
+                }
+                let mut rows: [&[u8]; 16] = [&[]; 16];
+                for (k, row) in rows.iter_mut().take(ts).enumerate() {
+                    *row = match &at[k] {
+                        PlaneAt::Chunk(r) => &self.buf[r.clone()],
+                        PlaneAt::Zeros => &zeros[..ne],
+                        PlaneAt::Scratch => &scratch[k * ne..(k + 1) * ne],
+                    };
+                }
+                filter::shuffle::unshuffle_rows(&rows[..ts], dst);
+            });
             Ok(())
         })
     }
@@ -570,13 +592,13 @@ impl<'a> Chunk<'a> {
     }
 
     /// Concatenates the streams of block `j` into `raw` (`spec/chunk.md` §5–6). With
-    /// `stored`, a stream kept uncompressed is not copied: its byte range in the chunk is
-    /// recorded in `stored[stream]` instead.
+    /// `planes`, a stream kept uncompressed or all zeros is not written: where its bytes are
+    /// is recorded in `planes[stream]` instead.
     fn decode_streams(
         &self,
         j: usize,
         raw: &mut [u8],
-        mut stored: Option<&mut [Option<Range<usize>>]>,
+        mut planes: Option<&mut [PlaneAt]>,
     ) -> ChunkResult<()> {
         let h = &self.header;
         let codec = self.codec.expect("parse sets the codec of block chunks");
@@ -604,7 +626,10 @@ impl<'a> Chunk<'a> {
                 });
             }
             if csize == 0 {
-                out.fill(0);
+                match planes.as_deref_mut().and_then(|a| a.get_mut(s)) {
+                    Some(slot) => *slot = PlaneAt::Zeros,
+                    None => out.fill(0),
+                }
             } else if csize < 0 {
                 let token = *self.buf.get(pos).ok_or(ChunkError::Truncated {
                     what: "run token",
@@ -633,8 +658,8 @@ impl<'a> Chunk<'a> {
                         have: self.buf.len().saturating_sub(pos),
                     })?;
                 if csize == len {
-                    match stored.as_deref_mut().and_then(|st| st.get_mut(s)) {
-                        Some(slot) => *slot = Some(pos..pos + csize),
+                    match planes.as_deref_mut().and_then(|a| a.get_mut(s)) {
+                        Some(slot) => *slot = PlaneAt::Chunk(pos..pos + csize),
                         None => out.copy_from_slice(src),
                     }
                 } else {
