@@ -148,17 +148,19 @@ mod x86 {
                 *slot = unsafe { _mm256_loadu_si256(row.as_ptr().cast()) };
             }
             let out = interleave256::<S>(v);
-            for (lane, t) in [(0usize, 2 * p), (1, 2 * p + 1)] {
-                let tile = &mut dst[t * 16 * S..(t + 1) * 16 * S];
-                for (k, reg) in out.iter().enumerate() {
-                    let half = if lane == 0 {
-                        _mm256_castsi256_si128(*reg)
-                    } else {
-                        _mm256_extracti128_si256::<1>(*reg)
-                    };
-                    let o = &mut tile[k * 16..k * 16 + 16];
-                    // SAFETY: `o` is exactly 16 writable bytes; unaligned store.
-                    unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), half) };
+            // Tile 2p is the low lanes of out[0..S] in order, tile 2p + 1 the high lanes:
+            // pairing registers k, k + 1 gives 32-byte stores (half as many as 16-byte ones).
+            let pair = &mut dst[2 * p * 16 * S..(2 * p + 2) * 16 * S];
+            let (t0, t1) = pair.split_at_mut(16 * S);
+            for k in (0..S).step_by(2) {
+                let lo = _mm256_permute2x128_si256::<0x20>(out[k], out[k + 1]);
+                let hi = _mm256_permute2x128_si256::<0x31>(out[k], out[k + 1]);
+                let o0 = &mut t0[k * 16..k * 16 + 32];
+                let o1 = &mut t1[k * 16..k * 16 + 32];
+                // SAFETY: `o0` and `o1` are exactly 32 writable bytes; unaligned stores.
+                unsafe {
+                    _mm256_storeu_si256(o0.as_mut_ptr().cast(), lo);
+                    _mm256_storeu_si256(o1.as_mut_ptr().cast(), hi);
                 }
             }
         }
