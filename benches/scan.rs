@@ -1,15 +1,21 @@
 //! SQL scans over Blosc2 containers vs DataFusion over Parquet of the same data, in one
-//! run: full aggregates, a dim-range slice, value ranges (SUMMARY / zone-map pruning vs
-//! Parquet row-group statistics and page index) and `count(*)`.
+//! run, over ZSTD and LZ4 frames: full aggregates, a 0.1 % dim range, a 1 % timestamp
+//! range projection, a 5 % value filter, `SELECT * LIMIT 10`, a 1 % rectangle of a 2-D
+//! array, a rare value (zone maps) and `count(*)`. Full scans are also set against the
+//! bare decode time of the chunks they touch (the floor a scan cannot beat).
 //!
-//! `cargo bench --bench scan` (needs a release build of DataFusion). The data (10 M rows,
-//! `benches/scan_data.py`, python-blosc2 4.14.1 via `B2_PYTHON`) goes to
+//! `cargo bench --bench scan` (needs a release build of DataFusion). The data
+//! (`benches/scan_data.py`, python-blosc2 4.14.1 via `B2_PYTHON`) goes to
 //! `target/bench-data/scan/`; the Parquet copies are written by DataFusion (`COPY … TO`,
-//! default writer settings) from the Blosc2 tables, so both sides hold the same values.
-//! The table is printed at the end and written to `target/bench-data/scan-table.md`.
+//! default writer settings) from the ZSTD Blosc2 tables, so both sides hold the same
+//! values. The table is printed at the end and written to `target/bench-data/scan-table.md`.
 
 use criterion::Criterion;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_blosc2::chunk::Chunk;
+use datafusion_blosc2::container::RawChunk;
+use datafusion_blosc2::container::frame::Frame;
+use datafusion_blosc2::io::Location;
 use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -29,49 +35,119 @@ fn python() -> String {
     })
 }
 
-/// The queries: (name, SQL over `walk`/`ticks`; the Parquet side uses the same names).
-const QUERIES: [(&str, &str); 7] = [
-    ("walk: sum(value)", "SELECT sum(value) FROM walk"),
-    (
-        "walk: 100k-row dim range",
-        "SELECT sum(value) FROM walk WHERE dim_0 BETWEEN 5000000 AND 5099999",
-    ),
-    (
-        "walk: value > 2000 (rare)",
-        "SELECT count(*) FROM walk WHERE value > 2000",
-    ),
-    (
-        "ticks: sum(price), avg(qty)",
-        "SELECT sum(price), avg(qty) FROM ticks",
-    ),
-    (
-        "ticks: 100k-row range on sorted t",
-        "SELECT sum(qty) FROM ticks WHERE t BETWEEN 1700005000000000 AND 1700005099999000",
-    ),
-    (
-        "ticks: qty > 990",
-        "SELECT count(*) FROM ticks WHERE qty > 990",
-    ),
-    ("ticks: count(*)", "SELECT count(*) FROM ticks"),
+/// How the two sides' answers are compared before timing.
+enum Check {
+    /// The printed results hold the same numbers.
+    Same,
+    /// The same numbers after `SELECT count(*), sum(..) FROM (query)` (the query returns
+    /// many rows).
+    Summed(&'static str),
+    /// Only the row count (the rows a LIMIT picks may differ).
+    Rows(usize),
+}
+
+struct Query {
+    name: &'static str,
+    /// `{c}` is the codec (`zstd` / `lz4`).
+    sql: &'static str,
+    check: Check,
+    /// Column files whose chunks a full scan decodes (relative to the data dir, `{c}` as
+    /// above), for the decode floor.
+    floor: &'static [&'static str],
+}
+
+const QUERIES: &[Query] = &[
+    Query {
+        name: "walk: sum(value) (full scan)",
+        sql: "SELECT sum(value) FROM walk_{c}",
+        check: Check::Same,
+        floor: &["walk-{c}.b2nd"],
+    },
+    Query {
+        name: "walk: 0.1% dim_0 range",
+        sql: "SELECT sum(value) FROM walk_{c} WHERE dim_0 BETWEEN 5000000 AND 5009999",
+        check: Check::Same,
+        floor: &[],
+    },
+    Query {
+        name: "walk: value > 2000 (rare)",
+        sql: "SELECT count(*) FROM walk_{c} WHERE value > 2000",
+        check: Check::Same,
+        floor: &[],
+    },
+    Query {
+        name: "ticks: sum(price), avg(qty) (full scan)",
+        sql: "SELECT sum(price), avg(qty) FROM ticks_{c}",
+        check: Check::Same,
+        floor: &[
+            "ticks-{c}.b2d/_cols/price.b2nd",
+            "ticks-{c}.b2d/_cols/qty.b2nd",
+        ],
+    },
+    Query {
+        name: "ticks: 1% t range, project id, price",
+        sql: "SELECT id, price FROM ticks_{c} WHERE t BETWEEN to_timestamp_millis(1705000000000) \
+              AND to_timestamp_millis(1705099999000)",
+        check: Check::Summed("count(*), sum(id), sum(price)"),
+        floor: &[],
+    },
+    Query {
+        name: "ticks: 5% qty > 950",
+        sql: "SELECT count(*), avg(price) FROM ticks_{c} WHERE qty > 950",
+        check: Check::Same,
+        floor: &[],
+    },
+    Query {
+        name: "ticks: SELECT * LIMIT 10",
+        sql: "SELECT * FROM ticks_{c} LIMIT 10",
+        check: Check::Rows(10),
+        floor: &[],
+    },
+    Query {
+        name: "ticks: count(*)",
+        sql: "SELECT count(*) FROM ticks_{c}",
+        check: Check::Same,
+        floor: &[],
+    },
+    Query {
+        name: "grid: sum(value) (full scan, 67 M)",
+        sql: "SELECT sum(value) FROM grid_{c}",
+        check: Check::Same,
+        floor: &["grid-{c}.b2nd"],
+    },
+    Query {
+        name: "grid: 1% rectangle",
+        sql: "SELECT sum(value), count(*) FROM grid_{c} \
+              WHERE dim_0 BETWEEN 3000 AND 3818 AND dim_1 BETWEEN 4000 AND 4818",
+        check: Check::Same,
+        floor: &[],
+    },
 ];
 
-async fn contexts(rt_threads: usize) -> (SessionContext, SessionContext) {
+const CODECS: [&str; 2] = ["zstd", "lz4"];
+const DATASETS: [(&str, &str); 3] = [("walk", "b2nd"), ("ticks", "b2d"), ("grid", "b2nd")];
+
+async fn contexts(partitions: usize) -> (SessionContext, SessionContext) {
     let dir = data_dir();
-    let cfg = || SessionConfig::new().with_target_partitions(rt_threads);
+    let cfg = || SessionConfig::new().with_target_partitions(partitions);
     let b2 = SessionContext::new_with_config(cfg());
-    for (name, file) in [("walk", "walk.b2nd"), ("ticks", "ticks.b2d")] {
-        b2.register_blosc2(
-            name,
-            dir.join(file).to_str().unwrap(),
-            Blosc2Options::default(),
-        )
-        .await
-        .unwrap();
-        let pq = dir.join(format!("{name}.parquet"));
-        if !pq.exists() {
+    let pq = SessionContext::new_with_config(cfg());
+    for (name, ext) in DATASETS {
+        for c in CODECS {
+            let file = dir.join(format!("{name}-{c}.{ext}"));
+            b2.register_blosc2(
+                &format!("{name}_{c}"),
+                file.to_str().unwrap(),
+                Blosc2Options::default(),
+            )
+            .await
+            .unwrap();
+        }
+        let parquet = dir.join(format!("{name}.parquet"));
+        if !parquet.exists() {
             b2.sql(&format!(
-                "COPY (SELECT * FROM {name}) TO '{}' STORED AS PARQUET",
-                pq.display()
+                "COPY (SELECT * FROM {name}_zstd) TO '{}' STORED AS PARQUET",
+                parquet.display()
             ))
             .await
             .unwrap()
@@ -79,21 +155,26 @@ async fn contexts(rt_threads: usize) -> (SessionContext, SessionContext) {
             .await
             .unwrap();
         }
-    }
-    let pq = SessionContext::new_with_config(cfg());
-    for name in ["walk", "ticks"] {
-        pq.register_parquet(
-            name,
-            dir.join(format!("{name}.parquet")).to_str().unwrap(),
-            Default::default(),
-        )
-        .await
-        .unwrap();
+        for c in CODECS {
+            pq.register_parquet(
+                &format!("{name}_{c}"),
+                parquet.to_str().unwrap(),
+                Default::default(),
+            )
+            .await
+            .unwrap();
+        }
     }
     (b2, pq)
 }
 
-async fn run(ctx: &SessionContext, sql: &str) -> String {
+/// Runs `sql` to completion; returns the number of rows.
+async fn run(ctx: &SessionContext, sql: &str) -> usize {
+    let b = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    b.iter().map(|b| b.num_rows()).sum()
+}
+
+async fn printed(ctx: &SessionContext, sql: &str) -> String {
     let b = ctx.sql(sql).await.unwrap().collect().await.unwrap();
     datafusion::arrow::util::pretty::pretty_format_batches(&b)
         .unwrap()
@@ -115,16 +196,49 @@ fn same_numbers(a: &str, b: &str) -> bool {
             .all(|(p, q)| (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0))
 }
 
-fn median_ms(rt: &tokio::runtime::Runtime, ctx: &SessionContext, sql: &str) -> f64 {
+fn median_ms(mut f: impl FnMut()) -> f64 {
     let mut t: Vec<f64> = (0..7)
         .map(|_| {
             let s = Instant::now();
-            rt.block_on(run(ctx, sql));
+            f();
             s.elapsed().as_secs_f64() * 1e3
         })
         .collect();
     t.sort_by(f64::total_cmp);
     t[3]
+}
+
+/// Median time to decode every chunk of `files` (already in memory) on `threads` threads,
+/// each reusing one output buffer: what a full scan of those columns cannot go below.
+fn decode_floor_ms(rt: &tokio::runtime::Runtime, files: &[PathBuf], threads: usize) -> f64 {
+    let chunks: Vec<bytes::Bytes> = rt.block_on(async {
+        let mut out = Vec::new();
+        for f in files {
+            let frame = Frame::open(&Location::local(f).unwrap()).await.unwrap();
+            let all: Vec<u64> = (0..frame.nchunks()).collect();
+            for raw in frame.fetch_chunks(&all).await.unwrap() {
+                if let RawChunk::Stored(b) = raw {
+                    out.push(b);
+                }
+            }
+        }
+        out
+    });
+    median_ms(|| {
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let chunks = &chunks;
+                s.spawn(move || {
+                    let mut buf = Vec::new();
+                    for c in chunks.iter().skip(t).step_by(threads) {
+                        let chunk = Chunk::parse(c).unwrap();
+                        buf.resize(chunk.nbytes(), 0);
+                        chunk.decode_into(&mut buf).unwrap();
+                    }
+                });
+            }
+        })
+    })
 }
 
 fn main() {
@@ -150,19 +264,58 @@ fn main() {
         .measurement_time(Duration::from_secs(3))
         .sample_size(10);
     let mut rows = Vec::new();
-    for (name, sql) in QUERIES {
-        // Same answer on both sides (also warms caches and, for Blosc2, the zone maps).
-        let (a, b) = (rt.block_on(run(&b2, sql)), rt.block_on(run(&pq, sql)));
-        assert!(
-            same_numbers(&a, &b),
-            "{name}: Blosc2 and Parquet disagree:\n{a}\n{b}"
-        );
-        let mut g = c.benchmark_group(name);
-        g.bench_function("blosc2", |bch| bch.iter(|| rt.block_on(run(&b2, sql))));
-        g.bench_function("parquet", |bch| bch.iter(|| rt.block_on(run(&pq, sql))));
-        g.finish();
-        let (tb, tp) = (median_ms(&rt, &b2, sql), median_ms(&rt, &pq, sql));
-        rows.push(format!("| {name} | {tb:.1} | {tp:.1} | {:.2}× |", tp / tb));
+    // `B2_SCAN_ONLY=walk` runs the queries whose name contains it (for profiling).
+    let only = std::env::var("B2_SCAN_ONLY").unwrap_or_default();
+    for q in QUERIES.iter().filter(|q| q.name.contains(only.as_str())) {
+        for codec in CODECS {
+            let sql = q.sql.replace("{c}", codec);
+            let name = format!("{} [{codec}]", q.name);
+            // Same answer on both sides (also warms caches and, for Blosc2, the zone maps).
+            match q.check {
+                Check::Same | Check::Summed(_) => {
+                    let check = match q.check {
+                        Check::Summed(aggs) => format!("SELECT {aggs} FROM ({sql})"),
+                        _ => sql.clone(),
+                    };
+                    let a = rt.block_on(printed(&b2, &check));
+                    let b = rt.block_on(printed(&pq, &check));
+                    assert!(
+                        same_numbers(&a, &b),
+                        "{name}: Blosc2 and Parquet disagree:\n{a}\n{b}"
+                    );
+                }
+                Check::Rows(n) => {
+                    assert_eq!(rt.block_on(run(&b2, &sql)), n, "{name}: Blosc2 rows");
+                    assert_eq!(rt.block_on(run(&pq, &sql)), n, "{name}: Parquet rows");
+                }
+            }
+            let mut g = c.benchmark_group(&name);
+            g.bench_function("blosc2", |bch| bch.iter(|| rt.block_on(run(&b2, &sql))));
+            g.bench_function("parquet", |bch| bch.iter(|| rt.block_on(run(&pq, &sql))));
+            g.finish();
+            let tb = median_ms(|| {
+                rt.block_on(run(&b2, &sql));
+            });
+            let tp = median_ms(|| {
+                rt.block_on(run(&pq, &sql));
+            });
+            let floor = if q.floor.is_empty() {
+                "".to_string()
+            } else {
+                let files: Vec<PathBuf> = q
+                    .floor
+                    .iter()
+                    .map(|f| dir.join(f.replace("{c}", codec)))
+                    .collect();
+                let f = decode_floor_ms(&rt, &files, threads);
+                format!("{f:.1} | {:.2}×", tb / f)
+            };
+            let floor = if floor.is_empty() { " | ".into() } else { floor };
+            rows.push(format!(
+                "| {name} | {tb:.1} | {tp:.1} | {:.2}× | {floor} |",
+                tp / tb
+            ));
+        }
     }
     let size = |p: &str| {
         std::process::Command::new("du")
@@ -177,12 +330,20 @@ fn main() {
             })
             .unwrap_or_default()
     };
+    let sizes: Vec<String> = DATASETS
+        .iter()
+        .map(|(n, ext)| {
+            format!(
+                "{n}: zstd {}, lz4 {}, parquet {}",
+                size(&format!("{n}-zstd.{ext}")),
+                size(&format!("{n}-lz4.{ext}")),
+                size(&format!("{n}.parquet"))
+            )
+        })
+        .collect();
     let table = format!(
-        "On disk: walk.b2nd {}, walk.parquet {}, ticks.b2d {}, ticks.parquet {}.\n\n| query ({threads} partitions) | Blosc2 ms | Parquet ms | Parquet/Blosc2 |\n|---|---|---|---|\n{}\n",
-        size("walk.b2nd"),
-        size("walk.parquet"),
-        size("ticks.b2d"),
-        size("ticks.parquet"),
+        "On disk: {}.\n\n| query ({threads} partitions) | Blosc2 ms | Parquet ms | Parquet/Blosc2 | decode floor ms | Blosc2/floor |\n|---|---|---|---|---|---|\n{}\n",
+        sizes.join("; "),
         rows.join("\n")
     );
     println!("\n{table}");

@@ -1,8 +1,12 @@
-"""Writes the scan benchmark's data with python-blosc2 4.14.1 (same pins as the fixtures):
+"""Writes the scan benchmark's data with python-blosc2 4.14.1 (same pins as the fixtures),
+each data set twice: with the defaults (ZSTD, shuffle) and with LZ4 (shuffle):
 
-    walk.b2nd   10,000,000 float64, a random walk; chunks of 1,000,000 (1-D b2nd)
-    ticks.b2d   CTable of 10,000,000 rows: t int64 (increasing, ms), price float64
-                (random walk), qty int32 (uniform 1..999); SUMMARY indexes built on close
+    walk-{zstd,lz4}.b2nd   10,000,000 float64, a random walk; chunks of 1,000,000 (1-D b2nd)
+    ticks-{zstd,lz4}.b2d   CTable of 10,000,000 rows: id int64 (sorted 0..N), t timestamp[ms]
+                           (increasing), price float64 (random walk), qty int32 (uniform
+                           1..999); SUMMARY indexes built on close; default chunking
+    grid-{zstd,lz4}.b2nd   8192 x 8192 float32 (67 M elements), a smooth field plus noise;
+                           default chunking
 
 Usage: python benches/scan_data.py OUT_DIR   (skips files that exist)
 """
@@ -14,30 +18,43 @@ import blosc2
 import numpy as np
 
 N = 10_000_000
+SIDE = 8192
+CODECS = {"zstd": blosc2.Codec.ZSTD, "lz4": blosc2.Codec.LZ4}
+
+
+@dataclass
+class Tick:
+    id: int = blosc2.field(blosc2.int64())
+    t: int = blosc2.field(blosc2.timestamp(unit="ms"))
+    price: float = blosc2.field(blosc2.float64())
+    qty: int = blosc2.field(blosc2.int32())
 
 
 def main(out):
     os.makedirs(out, exist_ok=True)
     r = np.random.default_rng(3)
-    walk = os.path.join(out, "walk.b2nd")
-    if not os.path.exists(walk):
-        v = np.cumsum(r.normal(0, 1, N))
-        blosc2.asarray(v, urlpath=walk, mode="w", chunks=(1_000_000,))
-    ticks = os.path.join(out, "ticks.b2d")
-    if not os.path.exists(os.path.join(ticks, "_meta.b2f")):
-        @dataclass
-        class Tick:
-            t: int = blosc2.field(blosc2.int64())
-            price: float = blosc2.field(blosc2.float64())
-            qty: int = blosc2.field(blosc2.int32())
-
-        arr = np.empty(N, dtype=[("t", "<i8"), ("price", "<f8"), ("qty", "<i4")])
-        arr["t"] = np.arange(N) * 1000 + 1_700_000_000_000
-        arr["price"] = 100 + np.cumsum(r.normal(0, 0.01, N))
-        arr["qty"] = r.integers(1, 1000, N)
-        t = blosc2.CTable(Tick, urlpath=ticks, mode="w", expected_size=N)
-        t.extend(arr)
-        t.close()
+    walk = np.cumsum(r.normal(0, 1, N))
+    ticks = np.empty(N, dtype=[("id", "<i8"), ("t", "<i8"), ("price", "<f8"), ("qty", "<i4")])
+    ticks["id"] = np.arange(N)
+    ticks["t"] = np.arange(N) * 1000 + 1_700_000_000_000
+    ticks["price"] = 100 + np.cumsum(r.normal(0, 0.01, N))
+    ticks["qty"] = r.integers(1, 1000, N)
+    y, x = np.mgrid[0:SIDE, 0:SIDE].astype(np.float32) / SIDE
+    grid = (np.sin(6 * x) * np.cos(4 * y) + r.normal(0, 0.01, (SIDE, SIDE))).astype(np.float32)
+    del x, y
+    for name, codec in CODECS.items():
+        cparams = {"codec": codec}
+        p = os.path.join(out, f"walk-{name}.b2nd")
+        if not os.path.exists(p):
+            blosc2.asarray(walk, urlpath=p, mode="w", chunks=(1_000_000,), cparams=cparams)
+        p = os.path.join(out, f"ticks-{name}.b2d")
+        if not os.path.exists(os.path.join(p, "_meta.b2f")):
+            t = blosc2.CTable(Tick, urlpath=p, mode="w", expected_size=N, cparams=cparams)
+            t.extend(ticks)
+            t.close()
+        p = os.path.join(out, f"grid-{name}.b2nd")
+        if not os.path.exists(p):
+            blosc2.asarray(grid, urlpath=p, mode="w", cparams=cparams)
 
 
 if __name__ == "__main__":

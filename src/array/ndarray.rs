@@ -431,8 +431,10 @@ impl NdArray {
     }
 
     /// Decodes chunk `i` for a read of `bx`: only the blocks the box touches when blocks
-    /// are addressable. The result is the full chunk buffer (untouched blocks left zero).
-    /// A whole chunk is decoded on up to `threads` threads, block ranges in parallel.
+    /// are addressable. The result is `(base, bytes)`: the chunk's decoded bytes from byte
+    /// offset `base` on, as far as the last touched block (untouched blocks in between left
+    /// zero); the whole chunk (`base` 0) when every block is needed. A whole chunk is
+    /// decoded on up to `threads` threads, block ranges in parallel.
     ///
     /// # Errors
     /// Decoding errors, or a decoded size that disagrees with the geometry.
@@ -443,16 +445,15 @@ impl NdArray {
         bx: &[Range<u64>],
         stats: &mut ReadStats,
         threads: usize,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<(usize, Vec<u8>)> {
         let path = self.display();
         stats.chunks_read += 1;
         let RawChunk::Stored(bytes) = raw else {
             stats.chunks_special += 1;
-            return decode_raw(raw, path, i, &DecodeLimits::default());
+            return Ok((0, decode_raw(raw, path, i, &DecodeLimits::default())?));
         };
         let chunk = self.parse_chunk(i, bytes)?;
         let nblocks = chunk.nblocks();
-        let mut out = vec![0u8; chunk.nbytes()];
         let mut touched: Vec<u64> = if self.block_addressable
             && nblocks > 1
             && chunk.header().special() == crate::chunk::SpecialValue::None
@@ -467,12 +468,22 @@ impl NdArray {
             || touched.len() == nblocks
             || touched.iter().any(|&b| b as usize >= nblocks)
         {
+            let mut out = vec![0u8; chunk.nbytes()];
             chunk
                 .decode_into_parallel(&mut out, threads)
                 .map_err(|e| Error::chunk(e, path, i, 0))?;
             stats.blocks_decoded += nblocks as u64;
-            return Ok(out);
+            return Ok((0, out));
         }
+        // Only the span of the touched blocks is allocated (a thin box through a big chunk
+        // must not zero the whole chunk per read).
+        let first = touched[0] as usize;
+        let last = touched[touched.len() - 1] as usize;
+        let whole = chunk
+            .blocks_byte_range(first..last + 1)
+            .map_err(|e| Error::chunk(e, path, i, 0))?;
+        let base = whole.start;
+        let mut out = vec![0u8; whole.len()];
         // Contiguous runs of touched blocks.
         let mut k = 0;
         while k < touched.len() {
@@ -487,28 +498,29 @@ impl NdArray {
                 .blocks_byte_range(start..end)
                 .map_err(|e| Error::chunk(e, path, i, 0))?;
             chunk
-                .decode_blocks_into(start..end, &mut out[span])
+                .decode_blocks_into(start..end, &mut out[span.start - base..span.end - base])
                 .map_err(|e| Error::chunk(e, path, i, 0))?;
         }
         stats.blocks_decoded += touched.len() as u64;
         stats.blocks_skipped += (nblocks - touched.len()) as u64;
-        Ok(out)
+        Ok((base, out))
     }
 
-    /// Copies the elements of `bx` out of decoded chunk buffers into a C-ordered buffer.
+    /// Copies the elements of `bx` out of decoded chunk buffers (`(chunk, base, bytes)` as
+    /// [`NdArray::decode_for_box`] returns them) into a C-ordered buffer.
     ///
     /// # Errors
-    /// A chunk buffer shorter than the geometry says.
-    pub fn gather(&self, bx: &[Range<u64>], chunks: &[(u64, Vec<u8>)]) -> Result<Vec<u8>> {
+    /// A chunk buffer that does not hold the runs the geometry says.
+    pub fn gather(&self, bx: &[Range<u64>], chunks: &[(u64, usize, Vec<u8>)]) -> Result<Vec<u8>> {
         let isz = self.itemsize() as u64;
         let n: u64 = bx.iter().map(|r| r.end - r.start).product();
         let mut out = vec![0u8; (n * isz) as usize];
-        for (i, buf) in chunks {
+        for (i, base, buf) in chunks {
             for r in self.geometry.runs(*i, bx) {
-                let s = (r.src * isz) as usize;
+                let s = ((r.src * isz) as usize).wrapping_sub(*base);
                 let d = (r.dst * isz) as usize;
                 let l = (r.len * isz) as usize;
-                let src = buf.get(s..s + l).ok_or_else(|| {
+                let src = buf.get(s..s.saturating_add(l)).ok_or_else(|| {
                     Error::corrupt(
                         self.display(),
                         "chunk",
@@ -568,7 +580,8 @@ impl NdArray {
         let raws = self.fetch_recent(&idx, stats).await?;
         let mut decoded = Vec::with_capacity(idx.len());
         for (i, raw) in idx.iter().zip(&raws) {
-            decoded.push((*i, self.decode_for_box(*i, raw, bx, stats, threads)?));
+            let (base, bytes) = self.decode_for_box(*i, raw, bx, stats, threads)?;
+            decoded.push((*i, base, bytes));
         }
         self.gather(bx, &decoded)
     }
@@ -642,9 +655,12 @@ impl NdArray {
                     }
                 }
             }
-            let buf = self.decode_for_box(i, raw, &bx, stats, threads)?;
+            let (base, buf) = self.decode_for_box(i, raw, &bx, stats, threads)?;
             let src = buf
-                .get(((a - cs) * isz) as usize..((b - cs) * isz) as usize)
+                .get(
+                    (((a - cs) * isz) as usize).wrapping_sub(base)
+                        ..(((b - cs) * isz) as usize).wrapping_sub(base),
+                )
                 .ok_or_else(|| {
                     Error::corrupt(path, "chunk", format!("chunk {i} shorter than its items"))
                 })?;
