@@ -2,7 +2,7 @@
 //! run, over ZSTD and LZ4 frames: full aggregates, a 0.1 % dim range, a 1 % timestamp
 //! range projection, a 5 % value filter, `SELECT * LIMIT 10`, a 1 % rectangle of a 2-D
 //! array, a rare value (zone maps) and `count(*)`. Full scans are also set against the
-//! bare decode time of the chunks they touch (the floor a scan cannot beat).
+//! bare fetch + decode time of the chunks they touch (the floor a scan cannot beat).
 //!
 //! `cargo bench --bench scan` (needs a release build of DataFusion). The data
 //! (`benches/scan_data.py`, python-blosc2 4.14.1 via `B2_PYTHON`) goes to
@@ -208,32 +208,35 @@ fn median_ms(mut f: impl FnMut()) -> f64 {
     t[3]
 }
 
-/// Median time to decode every chunk of `files` (already in memory) on `threads` threads,
-/// each reusing one output buffer: what a full scan of those columns cannot go below.
+/// Median time to fetch (through the same local object store) and decode every chunk of
+/// `files` on `threads` threads, each reusing one output buffer: what a full scan of those
+/// columns cannot go below. Frames are opened beforehand, as a registered table has them.
 fn decode_floor_ms(rt: &tokio::runtime::Runtime, files: &[PathBuf], threads: usize) -> f64 {
-    let chunks: Vec<bytes::Bytes> = rt.block_on(async {
+    let frames: Vec<Frame> = rt.block_on(async {
         let mut out = Vec::new();
         for f in files {
-            let frame = Frame::open(&Location::local(f).unwrap()).await.unwrap();
-            let all: Vec<u64> = (0..frame.nchunks()).collect();
-            for raw in frame.fetch_chunks(&all).await.unwrap() {
-                if let RawChunk::Stored(b) = raw {
-                    out.push(b);
-                }
-            }
+            out.push(Frame::open(&Location::local(f).unwrap()).await.unwrap());
         }
         out
     });
+    let work: Vec<(usize, u64)> = frames
+        .iter()
+        .enumerate()
+        .flat_map(|(k, f)| (0..f.nchunks()).map(move |i| (k, i)))
+        .collect();
     median_ms(|| {
         std::thread::scope(|s| {
             for t in 0..threads {
-                let chunks = &chunks;
+                let (frames, work, handle) = (&frames, &work, rt.handle());
                 s.spawn(move || {
                     let mut buf = Vec::new();
-                    for c in chunks.iter().skip(t).step_by(threads) {
-                        let chunk = Chunk::parse(c).unwrap();
-                        buf.resize(chunk.nbytes(), 0);
-                        chunk.decode_into(&mut buf).unwrap();
+                    for &(k, i) in work.iter().skip(t).step_by(threads) {
+                        let raw = handle.block_on(frames[k].fetch_chunks(&[i])).unwrap();
+                        if let RawChunk::Stored(b) = &raw[0] {
+                            let chunk = Chunk::parse(b).unwrap();
+                            buf.resize(chunk.nbytes(), 0);
+                            chunk.decode_into(&mut buf).unwrap();
+                        }
                     }
                 });
             }
