@@ -313,7 +313,11 @@ fn main() {
                 let f = decode_floor_ms(&rt, &files, threads);
                 format!("{f:.1} | {:.2}×", tb / f)
             };
-            let floor = if floor.is_empty() { " | ".into() } else { floor };
+            let floor = if floor.is_empty() {
+                " | ".into()
+            } else {
+                floor
+            };
             rows.push(format!(
                 "| {name} | {tb:.1} | {tp:.1} | {:.2}× | {floor} |",
                 tp / tb
