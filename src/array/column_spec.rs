@@ -101,14 +101,17 @@ fn timestamp_dtype(entry: &Json) -> DType {
     }
 }
 
-impl ColumnSpec {
-    /// The declaration of one CTable schema entry. `Ok(None)` when the kind does not
-    /// fix the element type (the column must be opened to learn it).
-    ///
-    /// # Errors
-    /// An entry without a name, a BatchArray-backed kind (named), an unparsable
-    /// `dtype_str` or `item_shape`.
-    pub fn from_ctable_entry(path: &str, entry: &Json) -> Result<Option<ColumnSpec>> {
+/// What every CTable schema entry says whatever its kind: name, kind, null storage and
+/// time zone.
+struct EntryHead {
+    name: String,
+    kind: String,
+    nulls: NullDecl,
+    timezone: Option<String>,
+}
+
+impl EntryHead {
+    fn parse(path: &str, entry: &Json) -> Result<EntryHead> {
         let name = entry
             .get("name")
             .and_then(Json::as_str)
@@ -119,6 +122,40 @@ impl ColumnSpec {
             .and_then(Json::as_str)
             .unwrap_or("")
             .to_string();
+        let nulls = if let Some(v) = entry.get("null_value") {
+            NullDecl::Sentinel(v.clone())
+        } else if entry.get("nullable").and_then(Json::as_bool) == Some(true) {
+            NullDecl::Mask
+        } else {
+            NullDecl::None
+        };
+        let timezone = entry
+            .get("timezone")
+            .and_then(Json::as_str)
+            .map(str::to_string);
+        Ok(EntryHead {
+            name,
+            kind,
+            nulls,
+            timezone,
+        })
+    }
+}
+
+impl ColumnSpec {
+    /// The declaration of one CTable schema entry. `Ok(None)` when the kind does not
+    /// fix the element type (the column must be opened to learn it).
+    ///
+    /// # Errors
+    /// An entry without a name, a BatchArray-backed kind (named), an unparsable
+    /// `dtype_str` or `item_shape`.
+    pub fn from_ctable_entry(path: &str, entry: &Json) -> Result<Option<ColumnSpec>> {
+        let EntryHead {
+            name,
+            kind,
+            nulls,
+            timezone,
+        } = EntryHead::parse(path, entry)?;
         if BATCH_KINDS.contains(&kind.as_str()) {
             return Err(Error::unsupported(
                 path,
@@ -168,22 +205,12 @@ impl ColumnSpec {
                 None => return Ok(None),
             },
         };
-        let nulls = if let Some(v) = entry.get("null_value") {
-            NullDecl::Sentinel(v.clone())
-        } else if entry.get("nullable").and_then(Json::as_bool) == Some(true) {
-            NullDecl::Mask
-        } else {
-            NullDecl::None
-        };
         Ok(Some(ColumnSpec {
             name,
             kind,
             values,
             nulls,
-            timezone: entry
-                .get("timezone")
-                .and_then(Json::as_str)
-                .map(str::to_string),
+            timezone,
             entry: entry.clone(),
         }))
     }
@@ -307,16 +334,12 @@ pub async fn open_ctable_column(
     entry: &Json,
     physical_rows: u64,
 ) -> Result<TableColumn> {
-    let name = entry
-        .get("name")
-        .and_then(Json::as_str)
-        .ok_or_else(|| Error::corrupt(path, "_meta schema", "column without a name"))?
-        .to_string();
-    let kind = entry
-        .get("kind")
-        .and_then(Json::as_str)
-        .unwrap_or("")
-        .to_string();
+    let EntryHead {
+        name,
+        kind,
+        nulls,
+        timezone,
+    } = EntryHead::parse(path, entry)?;
     let rel = column_path(&name);
     let open = |suffix: &'static str| {
         let rel = format!("_cols/{rel}{suffix}");
@@ -359,25 +382,19 @@ pub async fn open_ctable_column(
             ),
         ));
     }
-    let nulls = if let Some(v) = entry.get("null_value") {
-        NullRule::Sentinel(v.clone())
-    } else if entry.get("nullable").and_then(Json::as_bool) == Some(true) {
-        let mask = match open(".notnull.b2nd").await? {
+    let nulls = match nulls {
+        NullDecl::None => NullRule::None,
+        NullDecl::Sentinel(v) => NullRule::Sentinel(v),
+        NullDecl::Mask => NullRule::Mask(match open(".notnull.b2nd").await? {
             Some(f) => Some(NdArray::from_frame(f, None)?),
             None => None,
-        };
-        NullRule::Mask(mask)
-    } else {
-        NullRule::None
+        }),
     };
     Ok(TableColumn {
         name,
         kind,
         storage,
         nulls,
-        timezone: entry
-            .get("timezone")
-            .and_then(Json::as_str)
-            .map(str::to_string),
+        timezone,
     })
 }

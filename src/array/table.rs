@@ -301,7 +301,7 @@ impl Table {
             .await?;
         let opened: Vec<OnceLock<TableColumn>> = cols.iter().map(|_| OnceLock::new()).collect();
         let mut specs = Vec::with_capacity(cols.len());
-        let mut undeclared = undeclared.into_iter().peekable();
+        let mut undeclared = undeclared.into_iter();
         for (i, d) in declared.into_iter().enumerate() {
             specs.push(match d {
                 Some(spec) => spec,
