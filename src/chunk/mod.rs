@@ -434,7 +434,8 @@ impl<'a> Chunk<'a> {
             let ublock = ublock as usize;
             let payload = &self.buf[start + 4..end];
             let dst = &mut out[written..written + ublock];
-            self.run_pipeline(j, dst, None, |raw: &mut [u8]| {
+            let ops = self.filters_to_undo(dst.len());
+            self.run_pipeline(j, dst, None, &ops, |raw: &mut [u8]| {
                 if payload.len() == ublock {
                     raw.copy_from_slice(payload);
                     Ok(())
@@ -463,19 +464,22 @@ impl<'a> Chunk<'a> {
 
     /// Decodes block `j` (regular chunk) into `dst` (its exact size).
     fn decode_block(&self, j: usize, dst: &mut [u8], reference: Option<&[u8]>) -> ChunkResult<()> {
-        if let Some(ts) = self.plain_shuffle_split(j, dst.len()) {
+        let ops = self.filters_to_undo(dst.len());
+        if let Some(ts) = self.plain_shuffle_split(j, dst.len(), &ops) {
             return self.decode_shuffled_planes(j, ts, dst);
         }
-        self.run_pipeline(j, dst, reference, |raw| self.decode_streams(j, raw, None))
+        self.run_pipeline(j, dst, reference, &ops, |raw| {
+            self.decode_streams(j, raw, None)
+        })
     }
 
-    /// The typesize when block `j` (of `bsize` bytes) is the common case of one SHUFFLE of
-    /// the typesize over one stream per byte plane, with no tail: its planes can be
-    /// unshuffled from wherever they lie.
-    fn plain_shuffle_split(&self, j: usize, bsize: usize) -> Option<usize> {
+    /// The typesize when block `j` (of `bsize` bytes, undoing `ops`) is the common case of
+    /// one SHUFFLE of the typesize over one stream per byte plane, with no tail: its planes
+    /// can be unshuffled from wherever they lie.
+    fn plain_shuffle_split(&self, j: usize, bsize: usize, ops: &[(usize, u8)]) -> Option<usize> {
         let h = &self.header;
         let ts = h.typesize as usize;
-        let [(slot, 1)] = self.filters_to_undo(bsize)[..] else {
+        let [(slot, 1)] = ops[..] else {
             return None;
         };
         let group = h.filters_meta[slot] as usize;
@@ -533,18 +537,19 @@ impl<'a> Chunk<'a> {
         })
     }
 
-    /// Fills a block with its streams (`fill`), then undoes the filters slot 5 → 0.
+    /// Fills a block with its streams (`fill`), then undoes the filters `ops`
+    /// ([`Chunk::filters_to_undo`], slot 5 → 0).
     fn run_pipeline(
         &self,
         j: usize,
         dst: &mut [u8],
         reference: Option<&[u8]>,
+        ops: &[(usize, u8)],
         fill: impl FnOnce(&mut [u8]) -> ChunkResult<()>,
     ) -> ChunkResult<()> {
         let h = &self.header;
         let ts = h.typesize as usize;
         let bsize = dst.len();
-        let ops = self.filters_to_undo(bsize);
         if ops.is_empty() {
             return fill(dst);
         }
