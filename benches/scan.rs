@@ -2,7 +2,9 @@
 //! run, over ZSTD and LZ4 frames: full aggregates, a 0.1 % dim range, a 1 % timestamp
 //! range projection, a 5 % value filter, `SELECT * LIMIT 10`, a 1 % rectangle of a 2-D
 //! array, a rare value (zone maps) and `count(*)`. Full scans are also set against the
-//! bare fetch + decode time of the chunks they touch (the floor a scan cannot beat).
+//! bare fetch + decode time of the chunks they touch (the floor a scan cannot beat), and
+//! against the same SQL over the same columns already in memory (a `MemTable`: what
+//! DataFusion's own operators cost, which a scan adds on top of its floor).
 //!
 //! `cargo bench --bench scan` (needs a release build of DataFusion). The data
 //! (`benches/scan_data.py`, python-blosc2 4.14.1 via `B2_PYTHON`) goes to
@@ -11,6 +13,7 @@
 //! values. The table is printed at the end and written to `target/bench-data/scan-table.md`.
 
 use criterion::Criterion;
+use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_blosc2::chunk::Chunk;
 use datafusion_blosc2::container::RawChunk;
@@ -18,6 +21,7 @@ use datafusion_blosc2::container::frame::Frame;
 use datafusion_blosc2::io::Location;
 use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn data_dir() -> PathBuf {
@@ -54,6 +58,9 @@ struct Query {
     /// Column files whose chunks a full scan decodes (relative to the data dir, `{c}` as
     /// above), for the decode floor.
     floor: &'static [&'static str],
+    /// For full scans: the columns the query reads, loaded into a `MemTable` of the same
+    /// name to time the query without any scan.
+    columns: &'static str,
 }
 
 const QUERIES: &[Query] = &[
@@ -62,18 +69,21 @@ const QUERIES: &[Query] = &[
         sql: "SELECT sum(value) FROM walk_{c}",
         check: Check::Same,
         floor: &["walk-{c}.b2nd"],
+        columns: "value",
     },
     Query {
         name: "walk: 0.1% dim_0 range",
         sql: "SELECT sum(value) FROM walk_{c} WHERE dim_0 BETWEEN 5000000 AND 5009999",
         check: Check::Same,
         floor: &[],
+        columns: "",
     },
     Query {
         name: "walk: value > 2000 (rare)",
         sql: "SELECT count(*) FROM walk_{c} WHERE value > 2000",
         check: Check::Same,
         floor: &[],
+        columns: "",
     },
     Query {
         name: "ticks: sum(price), avg(qty) (full scan)",
@@ -83,6 +93,7 @@ const QUERIES: &[Query] = &[
             "ticks-{c}.b2d/_cols/price.b2nd",
             "ticks-{c}.b2d/_cols/qty.b2nd",
         ],
+        columns: "price, qty",
     },
     Query {
         name: "ticks: 1% t range, project id, price",
@@ -90,30 +101,35 @@ const QUERIES: &[Query] = &[
               AND to_timestamp_millis(1705099999000)",
         check: Check::Summed("count(*), sum(id), sum(price)"),
         floor: &[],
+        columns: "",
     },
     Query {
         name: "ticks: 5% qty > 950",
         sql: "SELECT count(*), avg(price) FROM ticks_{c} WHERE qty > 950",
         check: Check::Same,
         floor: &[],
+        columns: "",
     },
     Query {
         name: "ticks: SELECT * LIMIT 10",
         sql: "SELECT * FROM ticks_{c} LIMIT 10",
         check: Check::Rows(10),
         floor: &[],
+        columns: "",
     },
     Query {
         name: "ticks: count(*)",
         sql: "SELECT count(*) FROM ticks_{c}",
         check: Check::Same,
         floor: &[],
+        columns: "",
     },
     Query {
         name: "grid: sum(value) (full scan, 67 M)",
         sql: "SELECT sum(value) FROM grid_{c}",
         check: Check::Same,
         floor: &["grid-{c}.b2nd"],
+        columns: "value",
     },
     Query {
         name: "grid: 1% rectangle",
@@ -121,6 +137,7 @@ const QUERIES: &[Query] = &[
               WHERE dim_0 BETWEEN 3000 AND 3818 AND dim_1 BETWEEN 4000 AND 4818",
         check: Check::Same,
         floor: &[],
+        columns: "",
     },
 ];
 
@@ -244,6 +261,32 @@ fn decode_floor_ms(rt: &tokio::runtime::Runtime, files: &[PathBuf], threads: usi
     })
 }
 
+/// Median time of `sql` over `columns` of `table` held in memory (a `MemTable` under the
+/// same name, in `threads` partitions): DataFusion's own share of a full scan.
+fn in_memory_ms(
+    rt: &tokio::runtime::Runtime,
+    b2: &SessionContext,
+    table: &str,
+    columns: &str,
+    sql: &str,
+    threads: usize,
+) -> f64 {
+    let mem = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(threads));
+    rt.block_on(async {
+        let df = b2
+            .sql(&format!("SELECT {columns} FROM {table}"))
+            .await
+            .unwrap();
+        let schema = Arc::clone(df.schema().inner());
+        let parts = df.collect_partitioned().await.unwrap();
+        let t = MemTable::try_new(schema, parts).unwrap();
+        mem.register_table(table, Arc::new(t)).unwrap();
+    });
+    median_ms(|| {
+        rt.block_on(run(&mem, sql));
+    })
+}
+
 fn main() {
     let dir = data_dir();
     let st = std::process::Command::new(python())
@@ -311,10 +354,17 @@ fn main() {
                     .map(|f| dir.join(f.replace("{c}", codec)))
                     .collect();
                 let f = decode_floor_ms(&rt, &files, threads);
-                format!("{f:.1} | {:.2}×", tb / f)
+                let table = q
+                    .sql
+                    .split("FROM ")
+                    .nth(1)
+                    .and_then(|t| t.split(' ').next());
+                let table = table.expect("FROM table").replace("{c}", codec);
+                let m = in_memory_ms(&rt, &b2, &table, q.columns, &sql, threads);
+                format!("{f:.1} | {:.2}× | {m:.1} | {:.2}×", tb / f, tb / (f + m))
             };
             let floor = if floor.is_empty() {
-                " | ".into()
+                " | | | ".into()
             } else {
                 floor
             };
@@ -349,7 +399,7 @@ fn main() {
         })
         .collect();
     let table = format!(
-        "On disk: {}.\n\n| query ({threads} partitions) | Blosc2 ms | Parquet ms | Parquet/Blosc2 | decode floor ms | Blosc2/floor |\n|---|---|---|---|---|---|\n{}\n",
+        "On disk: {}.\n\n| query ({threads} partitions) | Blosc2 ms | Parquet ms | Parquet/Blosc2 | decode floor ms | Blosc2/floor | in memory ms | Blosc2/(floor + in memory) |\n|---|---|---|---|---|---|---|---|\n{}\n",
         sizes.join("; "),
         rows.join("\n")
     );

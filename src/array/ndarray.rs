@@ -586,14 +586,32 @@ impl NdArray {
         self.gather(bx, &decoded)
     }
 
-    /// Reads items `range` of a 1-D array straight into `out` (`range.len() × itemsize`
-    /// bytes, e.g. an Arrow buffer): a chunk the range covers whole is decoded into place
-    /// (on up to `threads` threads); a run of whole blocks is decoded into place; only
-    /// ragged edges go through a chunk buffer.
+    /// Elements per dimension-0 row when every chunk and every block spans whole rows
+    /// (each other dimension is unsplit in both, as in any 1-D array): a run of rows is
+    /// then one contiguous, C-ordered byte run of its chunk's decoded bytes, so it can be
+    /// decoded straight into a caller's buffer. `None` otherwise.
+    pub fn whole_row_items(&self) -> Option<u64> {
+        let g = &self.geometry;
+        if g.ndim() == 0 {
+            return None;
+        }
+        let whole = (1..g.ndim()).all(|d| {
+            g.chunkshape[d] == g.shape[d]
+                && (!self.block_addressable || g.blockshape[d] == g.chunkshape[d])
+        });
+        whole.then(|| g.shape[1..].iter().product())
+    }
+
+    /// Reads the dimension-0 rows `range` of an array whose chunks and blocks span whole
+    /// rows ([`NdArray::whole_row_items`], e.g. any 1-D array) straight into `out`
+    /// (`range.len() × row bytes`, e.g. an Arrow buffer), in C order: a chunk the range
+    /// covers whole is decoded into place (on up to `threads` threads); a run of whole
+    /// blocks is decoded into place; only ragged edges go through a chunk buffer.
     ///
     /// # Errors
-    /// Not 1-D, a range or buffer that does not fit, IO and decoding errors.
-    pub async fn read_1d_into(
+    /// Chunks or blocks that split rows, a range or buffer that does not fit, IO and
+    /// decoding errors.
+    pub async fn read_rows_into(
         &self,
         range: Range<u64>,
         out: &mut [u8],
@@ -601,19 +619,24 @@ impl NdArray {
         threads: usize,
     ) -> Result<()> {
         let g = &self.geometry;
-        let isz = self.itemsize() as u64;
-        if g.ndim() != 1
+        let row_items = self.whole_row_items();
+        let row = row_items.map_or(0, |k| k * self.itemsize() as u64);
+        if row_items.is_none()
             || range.start > range.end
             || range.end > g.shape[0]
-            || out.len() as u64 != (range.end - range.start) * isz
+            || (range.end - range.start).checked_mul(row) != Some(out.len() as u64)
         {
             return Err(Error::InvalidArgument(format!(
-                "1-D read of {range:?} into {} bytes from an array of shape {:?}",
+                "row read of {range:?} into {} bytes from an array of shape {:?}, chunks {:?}, \
+                 blocks {:?}",
                 out.len(),
-                g.shape
+                g.shape,
+                g.chunkshape,
+                g.blockshape
             )));
         }
-        let bx = [range.clone()];
+        let mut bx = vec![range.clone()];
+        bx.extend(g.shape[1..].iter().map(|&s| 0..s));
         let idx = g.chunks_in_box(&bx);
         let raws = self.fetch_recent(&idx, stats).await?;
         let path = self.display();
@@ -622,7 +645,7 @@ impl NdArray {
             let ce = (cs + g.chunkshape[0]).min(g.shape[0]);
             let (a, b) = (range.start.max(cs), range.end.min(ce));
             let dst =
-                &mut out[((a - range.start) * isz) as usize..((b - range.start) * isz) as usize];
+                &mut out[((a - range.start) * row) as usize..((b - range.start) * row) as usize];
             if let RawChunk::Stored(bytes) = raw {
                 let chunk = self.parse_chunk(i, bytes)?;
                 let nblocks = chunk.nblocks() as u64;
@@ -642,7 +665,7 @@ impl NdArray {
                 {
                     let blocks = ((a - cs) / bi) as usize..((b - cs).div_ceil(bi)) as usize;
                     if let Ok(span) = chunk.blocks_byte_range(blocks.clone())
-                        && span.start as u64 == (a - cs) * isz
+                        && span.start as u64 == (a - cs) * row
                         && span.len() == dst.len()
                     {
                         chunk
@@ -658,8 +681,8 @@ impl NdArray {
             let (base, buf) = self.decode_for_box(i, raw, &bx, stats, threads)?;
             let src = buf
                 .get(
-                    (((a - cs) * isz) as usize).wrapping_sub(base)
-                        ..(((b - cs) * isz) as usize).wrapping_sub(base),
+                    (((a - cs) * row) as usize).wrapping_sub(base)
+                        ..(((b - cs) * row) as usize).wrapping_sub(base),
                 )
                 .ok_or_else(|| {
                     Error::corrupt(path, "chunk", format!("chunk {i} shorter than its items"))

@@ -126,6 +126,8 @@ pub struct Table {
     pub valid: Option<NdArray>,
     /// Live rows.
     pub live_rows: u64,
+    /// Per chunk of `valid`: every row of it is live (scans then skip reading it).
+    live_chunks: Vec<bool>,
     /// User attributes.
     pub attrs: Json,
     /// The raw schema (CTable) for `inspect`.
@@ -226,6 +228,7 @@ impl Table {
             physical_rows: n,
             valid: None,
             live_rows: n,
+            live_chunks: Vec::new(),
             attrs,
             schema_json: Json::Null,
             index_catalog: Json::Null,
@@ -280,7 +283,12 @@ impl Table {
             return Err(Error::corrupt(&path, "_valid_rows", "not a 1-D bool array"));
         }
         let physical_rows = valid.geometry.shape[0];
-        let live_rows = valid.read_all().await?.iter().filter(|&&b| b != 0).count() as u64;
+        let liveness = valid.read_all().await?;
+        let live_rows = liveness.iter().filter(|&&b| b != 0).count() as u64;
+        let live_chunks: Vec<bool> = liveness
+            .chunks(valid.geometry.chunkshape[0].max(1) as usize)
+            .map(|c| c.iter().all(|&b| b != 0))
+            .collect();
         // Columns are declared by the schema and opened when a query reads them; only a
         // kind the schema does not type is opened now (concurrently: a remote table
         // costs about one round trip, not one per column).
@@ -339,6 +347,7 @@ impl Table {
             physical_rows,
             valid: Some(valid),
             live_rows,
+            live_chunks,
             attrs,
             schema_json: schema,
             index_catalog: meta
@@ -510,7 +519,8 @@ impl Table {
         }
     }
 
-    /// Liveness bytes for `rows` (1 = live), `None` when every row is live.
+    /// Liveness bytes for `rows` (1 = live), `None` when every row is live (known from
+    /// the open, so nothing is read then).
     ///
     /// # Errors
     /// IO and decoding errors.
@@ -519,18 +529,28 @@ impl Table {
         rows: Range<u64>,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<u8>>> {
-        match &self.valid {
-            Some(v) => Ok(Some(read_1d(v, rows, stats).await?)),
-            None => Ok(None),
+        let Some(v) = &self.valid else {
+            return Ok(None);
+        };
+        let cr = v.geometry.chunkshape[0].max(1);
+        let chunks = (rows.start / cr) as usize..rows.end.div_ceil(cr) as usize;
+        if rows.start < rows.end
+            && self
+                .live_chunks
+                .get(chunks)
+                .is_some_and(|c| c.iter().all(|&live| live))
+        {
+            return Ok(None);
         }
+        Ok(Some(read_1d(v, rows, stats).await?))
     }
 }
 
-/// Rows `rows` of a 1-D array, decoded into place (see [`NdArray::read_1d_into`]).
+/// Rows `rows` of a 1-D array, decoded into place (see [`NdArray::read_rows_into`]).
 async fn read_1d(a: &NdArray, rows: Range<u64>, stats: &mut ReadStats) -> Result<Vec<u8>> {
     let n = rows.end.saturating_sub(rows.start) * a.itemsize() as u64;
     let mut out = vec![0u8; n as usize];
-    a.read_1d_into(rows, &mut out, stats, 1).await?;
+    a.read_rows_into(rows, &mut out, stats, 1).await?;
     Ok(out)
 }
 

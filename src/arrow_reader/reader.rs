@@ -7,6 +7,7 @@
 use super::convert::{
     direct_primitive, fixed_list, primitive_from_buffer, subarray_items, to_arrow,
 };
+use super::pool::BufferPool;
 use super::schema::dataset_schema;
 use crate::array::dtype::DType;
 use crate::array::geometry::odometer;
@@ -17,7 +18,7 @@ use crate::error::{Error, Result};
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
 };
-use arrow::buffer::{MutableBuffer, OffsetBuffer};
+use arrow::buffer::{Buffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use std::ops::Range;
 use std::sync::Arc;
@@ -151,6 +152,7 @@ pub struct BatchReader {
     projection: Vec<usize>,
     schema: SchemaRef,
     block_threads: usize,
+    pool: Arc<BufferPool>,
 }
 
 impl BatchReader {
@@ -175,6 +177,7 @@ impl BatchReader {
             projection,
             schema,
             block_threads: 1,
+            pool: Arc::default(),
         }
     }
 
@@ -200,9 +203,17 @@ impl BatchReader {
                 let n = unit.rows() as usize;
                 let ndim = a.geometry.ndim();
                 let needs_values = self.projection.iter().any(|&p| p >= ndim);
-                // 1-D little-endian numbers: decoded straight into the Arrow buffer.
-                if needs_values && ndim == 1 && direct_primitive(&a.dtype) {
-                    let values = read_1d_arrow(a, bx[0].clone(), stats, self.block_threads).await?;
+                // Little-endian numbers in whole rows of chunks that span whole rows (any
+                // 1-D array): decoded straight into the Arrow buffer.
+                let whole_rows = a.whole_row_items().is_some()
+                    && bx[1..]
+                        .iter()
+                        .zip(&a.geometry.shape[1..])
+                        .all(|(r, &s)| *r == (0..s));
+                if needs_values && whole_rows && direct_primitive(&a.dtype) {
+                    let values =
+                        read_rows_arrow(a, bx[0].clone(), stats, self.block_threads, &self.pool)
+                            .await?;
                     let cols: Vec<ArrayRef> = self
                         .projection
                         .iter()
@@ -256,7 +267,7 @@ impl BatchReader {
             let mut arr: ArrayRef = match &c.storage {
                 // 1-D little-endian numbers: decoded straight into the Arrow buffer.
                 ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 && direct_primitive(&a.dtype) => {
-                    read_1d_arrow(a, rows.clone(), stats, 1).await?
+                    read_rows_arrow(a, rows.clone(), stats, 1, &self.pool).await?
                 }
                 _ => self.table_column(t, p, rows.clone(), stats).await?,
             };
@@ -343,19 +354,23 @@ impl BatchReader {
     }
 }
 
-/// Items `rows` of a 1-D array of a [`direct_primitive`] dtype, decoded straight into the
-/// Arrow buffer.
-async fn read_1d_arrow(
+/// The elements of dimension-0 rows `rows` of an array of a [`direct_primitive`] dtype
+/// whose chunks and blocks span whole rows, decoded straight into an Arrow buffer from
+/// `pool` (every byte of it is overwritten).
+async fn read_rows_arrow(
     a: &NdArray,
     rows: Range<u64>,
     stats: &mut ReadStats,
     threads: usize,
+    pool: &BufferPool,
 ) -> Result<ArrayRef> {
-    let n = (rows.end - rows.start) as usize;
-    let mut buf = MutableBuffer::from_len_zeroed(n * a.itemsize());
-    a.read_1d_into(rows, buf.as_slice_mut(), stats, threads)
+    let n = ((rows.end - rows.start) * a.whole_row_items().unwrap_or(1)) as usize;
+    let mut buf = pool.take(n * a.itemsize());
+    a.read_rows_into(rows, buf.as_slice_mut(), stats, threads)
         .await?;
-    Ok(primitive_from_buffer(&a.dtype, buf.into(), n)
+    let buf: Buffer = buf.into();
+    pool.give(&buf);
+    Ok(primitive_from_buffer(&a.dtype, buf, n)
         .expect("direct_primitive dtypes have an Arrow primitive"))
 }
 

@@ -186,15 +186,18 @@ async fn typesize_mismatch_is_reported_and_overridable() {
     assert_eq!((vals[4], vals[5]), (19.0, 1.0));
 }
 
-/// `read_1d_into` (what scans of 1-D numeric arrays decode into Arrow buffers with) agrees
-/// with `read_box` for whole chunks, block-aligned runs and ragged ranges, and decodes
-/// only the blocks of a block-aligned run.
+/// `read_rows_into` (what scans of arrays whose chunks and blocks span whole rows decode
+/// into Arrow buffers with) agrees with `read_box` for whole chunks, block-aligned runs
+/// and ragged ranges, and decodes only the blocks of a block-aligned run; arrays whose
+/// chunks or blocks split rows are refused.
 #[tokio::test]
-async fn one_d_reads_into_place() {
+async fn row_reads_into_place() {
     for rel in [
         "b2nd/geom-1d-big.b2nd",
         "b2nd/special-zeros.b2nd",
         "schunk/plain.b2frame",
+        "b2nd/geom-2d-rows.b2nd",
+        "b2nd/geom-3d-rows.b2nd",
     ] {
         let kind = if rel.starts_with("schunk") {
             "schunk"
@@ -204,21 +207,20 @@ async fn one_d_reads_into_place() {
         let arr = open(rel, kind).await;
         let g = &arr.geometry;
         let (n, c, b) = (g.shape[0], g.chunkshape[0], g.blockshape[0]);
-        let isz = arr.itemsize() as u64;
+        let row = arr.whole_row_items().expect("whole rows") * arr.itemsize() as u64;
         let mut ranges = vec![0..n, 0..c.min(n), n - n.min(7)..n, n / 3..n / 2];
         if c > 2 * b && n > c + 3 * b {
             ranges.push(c + b..c + 3 * b);
             ranges.push(c + b..c + 3 * b - 1);
         }
         for r in ranges {
-            let want = arr
-                .read_box(std::slice::from_ref(&r), &mut Default::default())
-                .await
-                .unwrap();
+            let mut bx = vec![r.clone()];
+            bx.extend(g.shape[1..].iter().map(|&s| 0..s));
+            let want = arr.read_box(&bx, &mut Default::default()).await.unwrap();
             for threads in [1, 3] {
-                let mut got = vec![0xAB; ((r.end - r.start) * isz) as usize];
+                let mut got = vec![0xAB; ((r.end - r.start) * row) as usize];
                 let mut st = datafusion_blosc2::array::ndarray::ReadStats::default();
-                arr.read_1d_into(r.clone(), &mut got, &mut st, threads)
+                arr.read_rows_into(r.clone(), &mut got, &mut st, threads)
                     .await
                     .unwrap_or_else(|e| panic!("{rel} {r:?}: {e}"));
                 assert!(got == want, "{rel} {r:?} threads={threads}");
@@ -228,4 +230,12 @@ async fn one_d_reads_into_place() {
             }
         }
     }
+    let split = open("b2nd/geom-2d.b2nd", "b2nd").await;
+    assert_eq!(split.whole_row_items(), None);
+    let err = split
+        .read_rows_into(0..2, &mut [0; 2 * 37 * 8], &mut Default::default(), 1)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("row read of 0..2"), "{err}");
 }

@@ -62,19 +62,21 @@ fn two_ints(batches: &[RecordBatch]) -> (i64, i64) {
 }
 
 /// The multi-chunk `geom-*` arrays (value = 2 * flat index + 1) and their shapes,
-/// registered as `geom_3d`, `geom_2d`, `geom_1d_big` in a session of 3 partitions and
-/// 100-row batches (so scans have many units and partitions).
-async fn geom_session() -> (SessionContext, [(&'static str, Vec<u64>); 3]) {
+/// registered as `geom_3d`, `geom_2d`, `geom_1d_big`, `geom_2d_rows`, `geom_3d_rows` in a
+/// session of 3 partitions and 100-row batches (so scans have many units and partitions).
+async fn geom_session() -> (SessionContext, [(&'static str, Vec<u64>); 5]) {
     let ctx = SessionContext::new_with_config(
         SessionConfig::new()
             .with_target_partitions(3)
             .with_batch_size(100),
     );
     let base = env!("CARGO_MANIFEST_DIR");
-    let fixtures: [(&str, Vec<u64>); 3] = [
+    let fixtures: [(&str, Vec<u64>); 5] = [
         ("geom-3d", vec![10, 11, 12]),
         ("geom-2d", vec![50, 37]),
         ("geom-1d-big", vec![100_000]),
+        ("geom-2d-rows", vec![37, 24]),
+        ("geom-3d-rows", vec![9, 4, 5]),
     ];
     for (name, _) in &fixtures {
         ctx.register_blosc2(
@@ -92,8 +94,8 @@ async fn geom_session() -> (SessionContext, [(&'static str, Vec<u64>); 3]) {
 async fn random_dim_ranges_match_brute_force() {
     let (ctx, fixtures) = geom_session().await;
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
-    for q in 0..120 {
-        let (name, shape) = &fixtures[q % 3];
+    for q in 0..150 {
+        let (name, shape) = &fixtures[q % 5];
         let table = name.replace('-', "_");
         let ndim = shape.len();
         let mut sql_parts = Vec::new();
@@ -182,8 +184,8 @@ async fn random_value_ranges_match_brute_force() {
     .unwrap();
     let mut rng = Rng(0x5EED_7777_0000_0042);
     let mut pruned_queries = 0;
-    for q in 0..90 {
-        let (name, shape) = &fixtures[q % 3];
+    for q in 0..100 {
+        let (name, shape) = &fixtures[q % 5];
         let table = name.replace('-', "_");
         let ndim = shape.len();
         let total: u64 = shape.iter().product();
