@@ -1,26 +1,34 @@
 //! Chunk decode throughput (GB/s of decompressed bytes) for codec × filter × data, with one
 //! thread and with all threads, side by side with C-Blosc2 timed on the same chunks.
 //!
-//! `cargo bench --bench decode --no-default-features` (no DataFusion needed). The chunks and
-//! the C-Blosc2 reference come from `benches/reference.py`, run first by this bench with
-//! `B2_PYTHON` (default `.venv/bin/python`, then `python3`); the table is printed at the end
-//! and written to `target/bench-data/decode-table.md`.
+//! `cargo bench --bench decode --no-default-features` (no DataFusion needed). The chunks
+//! come from `benches/reference.py` (python-blosc2 4.14.1 / C-Blosc2 3.3.5, run with
+//! `B2_PYTHON`, default `.venv/bin/python`, then `python3`), which then stays up to time
+//! C-Blosc2 on request: each case alternates C and Rust runs over several rounds, both
+//! decoding into a reused buffer, so the drift of a shared machine's speed hits both sides
+//! alike. The table is printed at the end and written to `target/bench-data/decode-table.md`.
 
 use criterion::{Criterion, Throughput};
 use datafusion_blosc2::chunk::Chunk;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data")
 }
 
-fn prepare() -> serde_json::Value {
-    let dir = data_dir();
-    let reference = dir.join("reference.json");
-    // The C-Blosc2 reference is re-measured in every run (same run, same machine state)
-    // unless B2_BENCH_REUSE=1 asks to reuse the last one.
-    if !reference.exists() || std::env::var("B2_BENCH_REUSE").as_deref() != Ok("1") {
+/// `benches/reference.py --serve`: writes the chunks, then times C-Blosc2 on request.
+struct CReference {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl CReference {
+    /// Starts the reference; returns it and `reference.json` (the cases and their sizes).
+    fn start() -> (Self, serde_json::Value) {
         let py = std::env::var("B2_PYTHON").unwrap_or_else(|_| {
             let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
             if std::path::Path::new(venv).exists() {
@@ -30,20 +38,50 @@ fn prepare() -> serde_json::Value {
             }
         });
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/reference.py");
-        let st = std::process::Command::new(&py)
-            .args([script, dir.to_str().unwrap()])
-            .status()
+        let mut child = Command::new(&py)
+            .args([script, data_dir().to_str().unwrap(), "--serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
             .expect("run benches/reference.py");
-        assert!(
-            st.success(),
+        let stdin = child.stdin.take().unwrap();
+        let mut r = CReference {
+            stdin,
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        };
+        assert_eq!(
+            r.line(),
+            "ready",
             "benches/reference.py failed (needs python-blosc2 4.14.1; set B2_PYTHON)"
         );
+        let reference = std::fs::read_to_string(data_dir().join("reference.json")).unwrap();
+        (r, serde_json::from_str(&reference).unwrap())
     }
-    serde_json::from_str(&std::fs::read_to_string(reference).unwrap()).unwrap()
+
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.stdout.read_line(&mut l).unwrap();
+        l.trim().to_string()
+    }
+
+    /// C-Blosc2's median seconds for one decompression of `case` on `threads` threads.
+    fn median_s(&mut self, case: &str, threads: usize, reps: usize) -> f64 {
+        writeln!(self.stdin, "{case} {threads} {reps}").unwrap();
+        self.stdin.flush().unwrap();
+        self.line().parse().expect("reference.py answers seconds")
+    }
 }
 
-/// Median seconds of `f` over `reps` runs.
-fn median(reps: usize, mut f: impl FnMut()) -> f64 {
+impl Drop for CReference {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Median seconds of `f` over `reps` runs (after one warm-up run).
+fn median_s(reps: usize, mut f: impl FnMut()) -> f64 {
     f();
     let mut t: Vec<f64> = (0..reps)
         .map(|_| {
@@ -56,8 +94,17 @@ fn median(reps: usize, mut f: impl FnMut()) -> f64 {
     t[reps / 2]
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Rounds of C and Rust runs per case, and runs per round.
+const ROUNDS: usize = 7;
+const REPS: usize = 5;
+
 fn main() {
-    let reference = prepare();
+    let (mut c_ref, reference) = CReference::start();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut c = Criterion::default()
         .configure_from_args()
@@ -80,14 +127,17 @@ fn main() {
             b.iter(|| chunk.decode_into_parallel(&mut out, threads).unwrap())
         });
         g.finish();
-        let one = n as f64 / median(15, || chunk.decode_into(&mut out).unwrap()) / 1e9;
-        let all = n as f64
-            / median(15, || {
+        // [C 1t, ours 1t, C all, ours all], one median per round.
+        let mut t: [Vec<f64>; 4] = Default::default();
+        for _ in 0..ROUNDS {
+            t[0].push(c_ref.median_s(name, 1, REPS));
+            t[1].push(median_s(REPS, || chunk.decode_into(&mut out).unwrap()));
+            t[2].push(c_ref.median_s(name, threads, REPS));
+            t[3].push(median_s(REPS, || {
                 chunk.decode_into_parallel(&mut out, threads).unwrap()
-            })
-            / 1e9;
-        let c1 = info["c_1t_gbps"].as_f64().unwrap();
-        let ca = info["c_all_gbps"].as_f64().unwrap();
+            }));
+        }
+        let [c1, one, ca, all] = t.map(|v| n as f64 / median(v) / 1e9);
         rows.push(format!(
             "| {name} | {:.1} | {one:.2} | {c1:.2} | {:.2}× | {all:.2} | {ca:.2} | {:.2}× |",
             info["nbytes"].as_f64().unwrap() / info["cbytes"].as_f64().unwrap(),

@@ -213,38 +213,54 @@ fn same_numbers(a: &str, b: &str) -> bool {
             .all(|(p, q)| (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0))
 }
 
-fn median_ms(mut f: impl FnMut()) -> f64 {
-    let mut t: Vec<f64> = (0..7)
-        .map(|_| {
+/// Median milliseconds of each of `fs` over 7 rounds, the functions run in turn within a
+/// round (so slow drift of this machine's speed hits every side alike).
+fn interleaved_medians_ms(fs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
+    let mut t = vec![Vec::new(); fs.len()];
+    for _ in 0..7 {
+        for (f, t) in fs.iter_mut().zip(&mut t) {
             let s = Instant::now();
             f();
-            s.elapsed().as_secs_f64() * 1e3
+            t.push(s.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    t.into_iter()
+        .map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
         })
-        .collect();
-    t.sort_by(f64::total_cmp);
-    t[3]
+        .collect()
 }
 
-/// Median time to fetch (through the same local object store) and decode every chunk of
-/// `files` on `threads` threads, each reusing one output buffer: what a full scan of those
-/// columns cannot go below. Frames are opened beforehand, as a registered table has them.
-fn decode_floor_ms(rt: &tokio::runtime::Runtime, files: &[PathBuf], threads: usize) -> f64 {
-    let frames: Vec<Frame> = rt.block_on(async {
-        let mut out = Vec::new();
-        for f in files {
-            out.push(Frame::open(&Location::local(f).unwrap()).await.unwrap());
-        }
-        out
-    });
-    let work: Vec<(usize, u64)> = frames
-        .iter()
-        .enumerate()
-        .flat_map(|(k, f)| (0..f.nchunks()).map(move |i| (k, i)))
-        .collect();
-    median_ms(|| {
+/// Fetching (through the same local object store) and decoding every chunk of some files
+/// on `threads` threads, each reusing one output buffer: what a full scan of those columns
+/// cannot go below. Frames are opened beforehand, as a registered table has them.
+struct DecodeFloor {
+    frames: Vec<Frame>,
+    work: Vec<(usize, u64)>,
+}
+
+impl DecodeFloor {
+    fn open(rt: &tokio::runtime::Runtime, files: &[PathBuf]) -> Self {
+        let frames: Vec<Frame> = rt.block_on(async {
+            let mut out = Vec::new();
+            for f in files {
+                out.push(Frame::open(&Location::local(f).unwrap()).await.unwrap());
+            }
+            out
+        });
+        let work = frames
+            .iter()
+            .enumerate()
+            .flat_map(|(k, f)| (0..f.nchunks()).map(move |i| (k, i)))
+            .collect();
+        DecodeFloor { frames, work }
+    }
+
+    fn run(&self, rt: &tokio::runtime::Runtime, threads: usize) {
         std::thread::scope(|s| {
             for t in 0..threads {
-                let (frames, work, handle) = (&frames, &work, rt.handle());
+                let (frames, work, handle) = (&self.frames, &self.work, rt.handle());
                 s.spawn(move || {
                     let mut buf = Vec::new();
                     for &(k, i) in work.iter().skip(t).step_by(threads) {
@@ -258,19 +274,18 @@ fn decode_floor_ms(rt: &tokio::runtime::Runtime, files: &[PathBuf], threads: usi
                 });
             }
         })
-    })
+    }
 }
 
-/// Median time of `sql` over `columns` of `table` held in memory (a `MemTable` under the
-/// same name, in `threads` partitions): DataFusion's own share of a full scan.
-fn in_memory_ms(
+/// A session holding `columns` of `table` in memory (a `MemTable` of the same name, in
+/// `threads` partitions): the same SQL there costs DataFusion's own share of a full scan.
+fn in_memory(
     rt: &tokio::runtime::Runtime,
     b2: &SessionContext,
     table: &str,
     columns: &str,
-    sql: &str,
     threads: usize,
-) -> f64 {
+) -> SessionContext {
     let mem = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(threads));
     rt.block_on(async {
         let df = b2
@@ -282,9 +297,7 @@ fn in_memory_ms(
         let t = MemTable::try_new(schema, parts).unwrap();
         mem.register_table(table, Arc::new(t)).unwrap();
     });
-    median_ms(|| {
-        rt.block_on(run(&mem, sql));
-    })
+    mem
 }
 
 fn main() {
@@ -339,35 +352,45 @@ fn main() {
             g.bench_function("blosc2", |bch| bch.iter(|| rt.block_on(run(&b2, &sql))));
             g.bench_function("parquet", |bch| bch.iter(|| rt.block_on(run(&pq, &sql))));
             g.finish();
-            let tb = median_ms(|| {
+            let run_b2 = &mut || {
                 rt.block_on(run(&b2, &sql));
-            });
-            let tp = median_ms(|| {
+            };
+            let run_pq = &mut || {
                 rt.block_on(run(&pq, &sql));
-            });
+            };
             let floor = if q.floor.is_empty() {
-                "".to_string()
+                let t = interleaved_medians_ms(&mut [run_b2, run_pq]);
+                (t[0], t[1], " | | | ".to_string())
             } else {
                 let files: Vec<PathBuf> = q
                     .floor
                     .iter()
                     .map(|f| dir.join(f.replace("{c}", codec)))
                     .collect();
-                let f = decode_floor_ms(&rt, &files, threads);
+                let floor = DecodeFloor::open(&rt, &files);
                 let table = q
                     .sql
                     .split("FROM ")
                     .nth(1)
                     .and_then(|t| t.split(' ').next());
                 let table = table.expect("FROM table").replace("{c}", codec);
-                let m = in_memory_ms(&rt, &b2, &table, q.columns, &sql, threads);
-                format!("{f:.1} | {:.2}× | {m:.1} | {:.2}×", tb / f, tb / (f + m))
+                let mem = in_memory(&rt, &b2, &table, q.columns, threads);
+                let t = interleaved_medians_ms(&mut [
+                    run_b2,
+                    run_pq,
+                    &mut || floor.run(&rt, threads),
+                    &mut || {
+                        rt.block_on(run(&mem, &sql));
+                    },
+                ]);
+                let (tb, f, m) = (t[0], t[2], t[3]);
+                (
+                    tb,
+                    t[1],
+                    format!("{f:.1} | {:.2}× | {m:.1} | {:.2}×", tb / f, tb / (f + m)),
+                )
             };
-            let floor = if floor.is_empty() {
-                " | | | ".into()
-            } else {
-                floor
-            };
+            let (tb, tp, floor) = floor;
             rows.push(format!(
                 "| {name} | {tb:.1} | {tp:.1} | {:.2}× | {floor} |",
                 tp / tb

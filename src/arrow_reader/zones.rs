@@ -145,6 +145,19 @@ pub fn unit_cost(ds: &Dataset, unit: &ScanUnit, projection: Option<&[usize]>) ->
             return a.chunk_cost(0) + a.itemsize() as u64 / 8;
         }
         let mut cost = items * a.itemsize() as u64 / 8;
+        if g.ndim() == 1 {
+            // The chunks of a row range, without building index lists (a big scan plans
+            // thousands of units).
+            let (r, cs) = (&bx[0], g.chunkshape[0].max(1));
+            let mut c = r.start / cs;
+            while c * cs < r.end {
+                let (s, e) = (c * cs, ((c + 1) * cs).min(g.shape[0]));
+                let overlap = e.min(r.end).saturating_sub(s.max(r.start));
+                cost += a.chunk_cost(c) * overlap / (e - s).max(1);
+                c += 1;
+            }
+            return cost;
+        }
         for c in g.chunks_in_box(bx) {
             let region = g.chunk_region(&g.chunk_coords(c));
             let total: u64 = region.iter().map(|r| r.end - r.start).product();
@@ -165,6 +178,9 @@ pub fn unit_cost(ds: &Dataset, unit: &ScanUnit, projection: Option<&[usize]>) ->
             .opened_columns()
             .filter(|(i, _)| projection.is_none_or(|p| p.contains(i)))
             .map(|(_, c)| match &c.storage {
+                crate::array::table::ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
+                    array_cost(a, std::slice::from_ref(rows))
+                }
                 crate::array::table::ColumnStorage::Fixed(a) => {
                     let mut bx = vec![rows.clone()];
                     bx.extend(a.geometry.shape[1..].iter().map(|&s| 0..s));
