@@ -107,7 +107,13 @@ impl Blosc2Exec {
             }
             Dataset::Table(_) => (0, 0),
         };
-        let partitions = balance(&ds, projection.as_deref(), units, target_partitions);
+        // A limit the first unit fills takes one partition: the others would only decode
+        // units nobody reads (the one left goes on past the first unit if rows are deleted).
+        let n = match limit {
+            Some(l) if units.first().is_some_and(|u| u.unit.rows() >= l as u64) => 1,
+            _ => target_partitions,
+        };
+        let partitions = balance(&ds, projection.as_deref(), units, n);
         // Fewer units than cores: the idle cores decode blocks of each big chunk instead.
         let big_chunks = matches!(&*ds, Dataset::Array(a)
             if a.geometry.chunk_items() * a.itemsize() as u64 >= PARALLEL_MIN_BYTES as u64);
