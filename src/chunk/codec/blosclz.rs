@@ -73,13 +73,20 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
             op += len;
         } else {
             let k = ctrl + 1;
-            if k > src.len() - ip {
-                return err(ip, "literal run past the input");
+            if src.len() - ip >= 32 && n - op >= 32 {
+                // Any literal run (at most 32 bytes) as one fixed-size copy when both
+                // buffers have room: bytes past the run are scratch that later sequences
+                // overwrite (a match only reads bytes before `op`).
+                out[op..op + 32].copy_from_slice(&src[ip..ip + 32]);
+            } else {
+                if k > src.len() - ip {
+                    return err(ip, "literal run past the input");
+                }
+                if k > n - op {
+                    return err(ip, "literal run overruns the output");
+                }
+                out[op..op + k].copy_from_slice(&src[ip..ip + k]);
             }
-            if k > n - op {
-                return err(ip, "literal run overruns the output");
-            }
-            out[op..op + k].copy_from_slice(&src[ip..ip + k]);
             ip += k;
             op += k;
         }
