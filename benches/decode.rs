@@ -83,15 +83,15 @@ impl Drop for CReference {
 /// Median seconds of `f` over `reps` runs (after one warm-up run).
 fn median_s(reps: usize, mut f: impl FnMut()) -> f64 {
     f();
-    let mut t: Vec<f64> = (0..reps)
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64()
-        })
-        .collect();
-    t.sort_by(f64::total_cmp);
-    t[reps / 2]
+    median(
+        (0..reps)
+            .map(|_| {
+                let s = Instant::now();
+                f();
+                s.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -178,9 +178,6 @@ pub fn unit_cost(ds: &Dataset, unit: &ScanUnit, projection: Option<&[usize]>) ->
             .opened_columns()
             .filter(|(i, _)| projection.is_none_or(|p| p.contains(i)))
             .map(|(_, c)| match &c.storage {
-                crate::array::table::ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
-                    array_cost(a, std::slice::from_ref(rows))
-                }
                 crate::array::table::ColumnStorage::Fixed(a) => {
                     let mut bx = vec![rows.clone()];
                     bx.extend(a.geometry.shape[1..].iter().map(|&s| 0..s));
