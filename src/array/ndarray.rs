@@ -430,11 +430,12 @@ impl NdArray {
         Ok(chunk)
     }
 
-    /// Decodes chunk `i` for a read of `bx`: only the blocks the box touches when blocks
-    /// are addressable. The result is `(base, bytes)`: the chunk's decoded bytes from byte
-    /// offset `base` on, as far as the last touched block (untouched blocks in between left
-    /// zero); the whole chunk (`base` 0) when every block is needed. A whole chunk is
-    /// decoded on up to `threads` threads, block ranges in parallel.
+    /// Decodes chunk `i` for a read of `bx` into `buf`: only the blocks the box touches
+    /// when blocks are addressable. Returns `base`: on return `buf` holds the chunk's
+    /// decoded bytes from byte offset `base` on, as far as the last touched block; the
+    /// whole chunk (`base` 0) when every block is needed. A whole chunk is decoded on up
+    /// to `threads` threads. `buf` is scratch the caller may reuse across chunks: bytes of
+    /// untouched blocks in between are left as they were, and nothing reads them.
     ///
     /// # Errors
     /// Decoding errors, or a decoded size that disagrees with the geometry.
@@ -445,12 +446,14 @@ impl NdArray {
         bx: &[Range<u64>],
         stats: &mut ReadStats,
         threads: usize,
-    ) -> Result<(usize, Vec<u8>)> {
+        buf: &mut Vec<u8>,
+    ) -> Result<usize> {
         let path = self.display();
         stats.chunks_read += 1;
         let RawChunk::Stored(bytes) = raw else {
             stats.chunks_special += 1;
-            return Ok((0, decode_raw(raw, path, i, &DecodeLimits::default())?));
+            *buf = decode_raw(raw, path, i, &DecodeLimits::default())?;
+            return Ok(0);
         };
         let chunk = self.parse_chunk(i, bytes)?;
         let nblocks = chunk.nblocks();
@@ -468,22 +471,22 @@ impl NdArray {
             || touched.len() == nblocks
             || touched.iter().any(|&b| b as usize >= nblocks)
         {
-            let mut out = vec![0u8; chunk.nbytes()];
+            size_scratch(buf, chunk.nbytes());
             chunk
-                .decode_into_parallel(&mut out, threads)
+                .decode_into_parallel(buf, threads)
                 .map_err(|e| Error::chunk(e, path, i, 0))?;
             stats.blocks_decoded += nblocks as u64;
-            return Ok((0, out));
+            return Ok(0);
         }
-        // Only the span of the touched blocks is allocated (a thin box through a big chunk
-        // must not zero the whole chunk per read).
+        // Only the span of the touched blocks is needed (a thin box through a big chunk
+        // must not touch the whole chunk per read).
         let first = touched[0] as usize;
         let last = touched[touched.len() - 1] as usize;
         let whole = chunk
             .blocks_byte_range(first..last + 1)
             .map_err(|e| Error::chunk(e, path, i, 0))?;
         let base = whole.start;
-        let mut out = vec![0u8; whole.len()];
+        size_scratch(buf, whole.len());
         // Contiguous runs of touched blocks.
         let mut k = 0;
         while k < touched.len() {
@@ -498,44 +501,48 @@ impl NdArray {
                 .blocks_byte_range(start..end)
                 .map_err(|e| Error::chunk(e, path, i, 0))?;
             chunk
-                .decode_blocks_into(start..end, &mut out[span.start - base..span.end - base])
+                .decode_blocks_into(start..end, &mut buf[span.start - base..span.end - base])
                 .map_err(|e| Error::chunk(e, path, i, 0))?;
         }
         stats.blocks_decoded += touched.len() as u64;
         stats.blocks_skipped += (nblocks - touched.len()) as u64;
-        Ok((base, out))
+        Ok(base)
     }
 
-    /// Copies the elements of `bx` out of decoded chunk buffers (`(chunk, base, bytes)` as
-    /// [`NdArray::decode_for_box`] returns them) into a C-ordered buffer.
+    /// Copies the elements of `bx` that chunk `i` holds out of its decoded bytes (`buf`
+    /// from byte `base` on, as [`NdArray::decode_for_box`] leaves them) to their places in
+    /// `out`, the C-ordered buffer of the whole box.
     ///
     /// # Errors
     /// A chunk buffer that does not hold the runs the geometry says.
-    pub fn gather(&self, bx: &[Range<u64>], chunks: &[(u64, usize, Vec<u8>)]) -> Result<Vec<u8>> {
+    fn scatter_chunk(
+        &self,
+        bx: &[Range<u64>],
+        i: u64,
+        base: usize,
+        buf: &[u8],
+        out: &mut [u8],
+    ) -> Result<()> {
         let isz = self.itemsize() as u64;
-        let n: u64 = bx.iter().map(|r| r.end - r.start).product();
-        let mut out = vec![0u8; (n * isz) as usize];
-        for (i, base, buf) in chunks {
-            for r in self.geometry.runs(*i, bx) {
-                let s = ((r.src * isz) as usize).wrapping_sub(*base);
-                let d = (r.dst * isz) as usize;
-                let l = (r.len * isz) as usize;
-                let src = buf.get(s..s.saturating_add(l)).ok_or_else(|| {
-                    Error::corrupt(
-                        self.display(),
-                        "chunk",
-                        format!(
-                            "chunk {i}: element run {}..{} past its {} bytes",
-                            s,
-                            s + l,
-                            buf.len()
-                        ),
-                    )
-                })?;
-                out[d..d + l].copy_from_slice(src);
-            }
+        for r in self.geometry.runs(i, bx) {
+            let s = ((r.src * isz) as usize).wrapping_sub(base);
+            let d = (r.dst * isz) as usize;
+            let l = (r.len * isz) as usize;
+            let src = buf.get(s..s.saturating_add(l)).ok_or_else(|| {
+                Error::corrupt(
+                    self.display(),
+                    "chunk",
+                    format!(
+                        "chunk {i}: element run {}..{} past its {} bytes",
+                        s,
+                        s.saturating_add(l),
+                        buf.len()
+                    ),
+                )
+            })?;
+            out[d..d + l].copy_from_slice(src);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Reads the C-ordered bytes of the elements in `bx`.
@@ -557,6 +564,26 @@ impl NdArray {
         stats: &mut ReadStats,
         threads: usize,
     ) -> Result<Vec<u8>> {
+        let n: u64 = bx.iter().map(|r| r.end.saturating_sub(r.start)).product();
+        let mut out = vec![0u8; (n * self.itemsize() as u64) as usize];
+        self.read_box_into(bx, &mut out, stats, threads).await?;
+        Ok(out)
+    }
+
+    /// Reads the C-ordered bytes of the elements in `bx` into `out` (elements ×
+    /// itemsize bytes, e.g. an Arrow buffer; every byte is overwritten), decoding whole
+    /// chunks on up to `threads` threads. Chunks are decoded one at a time into one
+    /// scratch buffer, and each one's elements copied out before the next.
+    ///
+    /// # Errors
+    /// A box outside the array or a buffer of the wrong size; IO and decoding errors.
+    pub async fn read_box_into(
+        &self,
+        bx: &[Range<u64>],
+        out: &mut [u8],
+        stats: &mut ReadStats,
+        threads: usize,
+    ) -> Result<()> {
         if bx.len() != self.geometry.ndim() {
             return Err(Error::InvalidArgument(format!(
                 "box of rank {} for an array of rank {}",
@@ -572,18 +599,25 @@ impl NdArray {
                 )));
             }
         }
+        let n: u64 = bx.iter().map(|r| r.end - r.start).product();
+        if n.checked_mul(self.itemsize() as u64) != Some(out.len() as u64) {
+            return Err(Error::InvalidArgument(format!(
+                "box {bx:?} of {n} elements read into {} bytes",
+                out.len()
+            )));
+        }
         let idx = if self.geometry.ndim() == 0 {
             vec![0]
         } else {
             self.geometry.chunks_in_box(bx)
         };
         let raws = self.fetch_recent(&idx, stats).await?;
-        let mut decoded = Vec::with_capacity(idx.len());
-        for (i, raw) in idx.iter().zip(&raws) {
-            let (base, bytes) = self.decode_for_box(*i, raw, bx, stats, threads)?;
-            decoded.push((*i, base, bytes));
+        let mut scratch = Vec::new();
+        for (&i, raw) in idx.iter().zip(&raws) {
+            let base = self.decode_for_box(i, raw, bx, stats, threads, &mut scratch)?;
+            self.scatter_chunk(bx, i, base, &scratch, out)?;
         }
-        self.gather(bx, &decoded)
+        Ok(())
     }
 
     /// Elements per dimension-0 row when every chunk and every block spans whole rows
@@ -640,6 +674,7 @@ impl NdArray {
         let idx = g.chunks_in_box(&bx);
         let raws = self.fetch_recent(&idx, stats).await?;
         let path = self.display();
+        let mut scratch = Vec::new();
         for (&i, raw) in idx.iter().zip(&raws) {
             let cs = i * g.chunkshape[0];
             let ce = (cs + g.chunkshape[0]).min(g.shape[0]);
@@ -678,8 +713,8 @@ impl NdArray {
                     }
                 }
             }
-            let (base, buf) = self.decode_for_box(i, raw, &bx, stats, threads)?;
-            let src = buf
+            let base = self.decode_for_box(i, raw, &bx, stats, threads, &mut scratch)?;
+            let src = scratch
                 .get(
                     (((a - cs) * row) as usize).wrapping_sub(base)
                         ..(((b - cs) * row) as usize).wrapping_sub(base),
@@ -699,5 +734,15 @@ impl NdArray {
     pub async fn read_all(&self) -> Result<Vec<u8>> {
         let bx: Vec<Range<u64>> = self.geometry.shape.iter().map(|&s| 0..s).collect();
         self.read_box(&bx, &mut ReadStats::default()).await
+    }
+}
+
+/// Makes `buf` exactly `len` bytes long, zero-filling only bytes it never had: the
+/// decoder overwrites what is read, so a reused buffer keeps its old bytes.
+fn size_scratch(buf: &mut Vec<u8>, len: usize) {
+    if buf.len() >= len {
+        buf.truncate(len);
+    } else {
+        buf.resize(len, 0);
     }
 }

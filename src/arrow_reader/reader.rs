@@ -203,17 +203,10 @@ impl BatchReader {
                 let n = unit.rows() as usize;
                 let ndim = a.geometry.ndim();
                 let needs_values = self.projection.iter().any(|&p| p >= ndim);
-                // Little-endian numbers in whole rows of chunks that span whole rows (any
-                // 1-D array): decoded straight into the Arrow buffer.
-                let whole_rows = a.whole_row_items().is_some()
-                    && bx[1..]
-                        .iter()
-                        .zip(&a.geometry.shape[1..])
-                        .all(|(r, &s)| *r == (0..s));
-                if needs_values && whole_rows && direct_primitive(&a.dtype) {
+                // Little-endian numbers: into an Arrow buffer from the pool.
+                if needs_values && direct_primitive(&a.dtype) {
                     let values =
-                        read_rows_arrow(a, bx[0].clone(), stats, self.block_threads, &self.pool)
-                            .await?;
+                        read_primitive(a, bx, stats, self.block_threads, &self.pool).await?;
                     let cols: Vec<ArrayRef> = self
                         .projection
                         .iter()
@@ -267,7 +260,7 @@ impl BatchReader {
             let mut arr: ArrayRef = match &c.storage {
                 // 1-D little-endian numbers: decoded straight into the Arrow buffer.
                 ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 && direct_primitive(&a.dtype) => {
-                    read_rows_arrow(a, rows.clone(), stats, 1, &self.pool).await?
+                    read_primitive(a, std::slice::from_ref(&rows), stats, 1, &self.pool).await?
                 }
                 _ => self.table_column(t, p, rows.clone(), stats).await?,
             };
@@ -354,20 +347,35 @@ impl BatchReader {
     }
 }
 
-/// The elements of dimension-0 rows `rows` of an array of a [`direct_primitive`] dtype
-/// whose chunks and blocks span whole rows, decoded straight into an Arrow buffer from
-/// `pool` (every byte of it is overwritten).
-async fn read_rows_arrow(
+/// The elements of box `bx` of an array of a [`direct_primitive`] dtype, in C order, in
+/// an Arrow buffer from `pool` (every byte of it is overwritten): decoded straight into
+/// it when the box is whole rows of chunks and blocks that span whole rows (any 1-D
+/// array), else copied into it chunk by chunk.
+async fn read_primitive(
     a: &NdArray,
-    rows: Range<u64>,
+    bx: &[Range<u64>],
     stats: &mut ReadStats,
     threads: usize,
     pool: &BufferPool,
 ) -> Result<ArrayRef> {
-    let n = ((rows.end - rows.start) * a.whole_row_items().unwrap_or(1)) as usize;
+    let n = bx
+        .iter()
+        .map(|r| r.end.saturating_sub(r.start))
+        .product::<u64>() as usize;
     let mut buf = pool.take(n * a.itemsize());
-    a.read_rows_into(rows, buf.as_slice_mut(), stats, threads)
-        .await?;
+    let whole_rows = a.whole_row_items().is_some()
+        && bx.len() == a.geometry.ndim()
+        && bx[1..]
+            .iter()
+            .zip(&a.geometry.shape[1..])
+            .all(|(r, &s)| *r == (0..s));
+    if whole_rows {
+        a.read_rows_into(bx[0].clone(), buf.as_slice_mut(), stats, threads)
+            .await?;
+    } else {
+        a.read_box_into(bx, buf.as_slice_mut(), stats, threads)
+            .await?;
+    }
     let buf: Buffer = buf.into();
     pool.give(&buf);
     Ok(primitive_from_buffer(&a.dtype, buf, n)

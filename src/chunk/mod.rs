@@ -22,6 +22,7 @@ pub use header::{ChunkHeader, Codec, SpecialValue, compcode_name, filter_name};
 
 use std::cell::RefCell;
 use std::ops::Range;
+use std::sync::Mutex;
 
 /// Budget for sizes read from untrusted headers (checked before any allocation).
 #[derive(Debug, Clone, Copy)]
@@ -289,6 +290,11 @@ impl<'a> Chunk<'a> {
 
     /// Decodes the whole chunk into `out` using up to `threads` threads over its blocks.
     ///
+    /// The calling thread decodes too; the helpers are tasks on rayon's persistent global
+    /// pool, so a call spawns no thread and the helpers' scratch buffers stay warm. Blocks
+    /// are handed out one at a time from a shared queue: a helper that starts late (or
+    /// never, when the pool is busy) only leaves more blocks to the others.
+    ///
     /// # Errors
     /// As [`Chunk::decode_into`].
     pub fn decode_into_parallel(&self, out: &mut [u8], threads: usize) -> ChunkResult<()> {
@@ -298,51 +304,47 @@ impl<'a> Chunk<'a> {
             return self.decode_into(out);
         }
         let reference = self.reference_block()?;
-        let per = nblocks.div_ceil(threads);
-        let mut rest: &mut [u8] = out;
-        let mut jobs = Vec::new();
-        let mut j = 0;
-        while j < nblocks {
-            let end = (j + per).min(nblocks);
-            let bytes = self.blocks_byte_range(j..end)?.len();
-            let (mine, tail) = rest.split_at_mut(bytes);
-            rest = tail;
-            jobs.push((j..end, mine));
-            j = end;
-        }
         let reference = reference.as_deref();
-        let run = move |(range, dst): (Range<usize>, &mut [u8])| -> ChunkResult<()> {
-            let base = self.header.block_span(range.start).0;
-            for j in range {
-                let (start, len) = self.header.block_span(j);
-                let d = &mut dst[start - base..start - base + len];
-                match (j, reference) {
-                    (0, Some(r)) => d.copy_from_slice(&r[..len]),
-                    _ => self.decode_block(j, d, reference)?,
+        let mut rest: &mut [u8] = out;
+        let mut blocks = Vec::with_capacity(nblocks);
+        for j in 0..nblocks {
+            let (_, len) = h.block_span(j);
+            let (mine, tail) = rest.split_at_mut(len);
+            rest = tail;
+            blocks.push((j, mine));
+        }
+        let queue = Mutex::new(blocks.into_iter());
+        let failed = Mutex::new(None);
+        let work = || {
+            loop {
+                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+                let Some((j, dst)) = next else { return };
+                let done = match (j, reference) {
+                    (0, Some(r)) => {
+                        dst.copy_from_slice(&r[..dst.len()]);
+                        Ok(())
+                    }
+                    _ => self.decode_block(j, dst, reference),
+                };
+                if let Err(e) = done {
+                    failed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(e);
+                    return;
                 }
             }
-            Ok(())
         };
-        let mut jobs = jobs.into_iter();
-        let first = jobs.next();
-        std::thread::scope(|scope| {
-            // The calling thread takes the first share (its scratch buffers are warm);
-            // the others go to new threads.
-            let handles: Vec<_> = jobs.map(|job| scope.spawn(move || run(job))).collect();
-            let mine = first.map_or(Ok(()), run);
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(ChunkError::InvalidArgument(
-                            "decoder thread panicked".into(),
-                        ))
-                    })
-                })
-                .chain(std::iter::once(mine))
-                .collect::<ChunkResult<Vec<()>>>()
-        })?;
-        Ok(())
+        rayon_core::in_place_scope(|scope| {
+            for _ in 1..threads.min(nblocks) {
+                scope.spawn(|_| work());
+            }
+            work();
+        });
+        match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Byte range of the uncompressed chunk covered by `blocks`.

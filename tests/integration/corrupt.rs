@@ -16,9 +16,19 @@ fn decode_must_not_panic(buf: &[u8], what: &str) {
     let r = std::panic::catch_unwind(|| {
         Chunk::parse(buf).and_then(|c| {
             let n = c.nbytes();
-            let out = c.decode(&DecodeLimits {
+            let serial = c.decode(&DecodeLimits {
                 max_nbytes: 64 << 20,
-            })?;
+            });
+            // Blocks spread over threads fail or succeed alike, with the same bytes.
+            if n <= 64 << 20 {
+                let mut par = vec![0u8; n];
+                let parallel = c.decode_into_parallel(&mut par, 2);
+                assert_eq!(parallel.is_ok(), serial.is_ok(), "{what}: parallel decode");
+                if let Ok(out) = &serial {
+                    assert!(par == *out, "{what}: parallel bytes differ");
+                }
+            }
+            let out = serial?;
             assert_eq!(out.len(), n);
             // Random access on the mutated chunk too.
             if c.nblocks() > 1 {
