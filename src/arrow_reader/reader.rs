@@ -9,6 +9,7 @@ use super::convert::{
 };
 use super::pool::BufferPool;
 use super::schema::dataset_schema;
+use super::zones::plan_zoned_units;
 use crate::array::dtype::DType;
 use crate::array::geometry::odometer;
 use crate::array::ndarray::{NdArray, ReadStats};
@@ -80,7 +81,10 @@ fn cut(r: &Range<u64>, step: u64, out: &mut Vec<Range<u64>>) {
     }
 }
 
-/// Plans the scan units of `sel` over `ds`, each holding at most about `max_rows` rows.
+/// Plans the scan units of `sel` over `ds`, each holding about `max_rows` rows or fewer
+/// (more only to keep a block whole). An array's units are whole chunk rows across the
+/// selection when such a row fits `max_rows`, else chunk by chunk as
+/// [`plan_zoned_units`] cuts them.
 pub fn plan_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<ScanUnit> {
     let max_rows = max_rows.max(1);
     match ds {
@@ -89,33 +93,36 @@ pub fn plan_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<ScanUnit>
             if g.ndim() == 0 {
                 return vec![ScanUnit::Box(Vec::new())];
             }
+            let inner_rows: u64 = sel.dims[1..]
+                .iter()
+                .map(|v| v.iter().map(|r| r.end - r.start).sum::<u64>())
+                .product();
+            let step = (max_rows / inner_rows.max(1)).max(1);
+            if step < g.chunkshape[0] {
+                // Units thinner than a chunk would each fetch every chunk across the row
+                // (more than the recent-chunk cache holds) and decode their blocks again:
+                // go chunk by chunk instead.
+                return plan_zoned_units(ds, sel, max_rows)
+                    .into_iter()
+                    .map(|z| z.unit)
+                    .collect();
+            }
             let mut units = Vec::new();
             let inner: Vec<Range<usize>> = sel.dims[1..].iter().map(|r| 0..r.len()).collect();
             for r0 in &sel.dims[0] {
                 let mut pieces = Vec::new();
                 cut(r0, g.chunkshape[0].max(1), &mut pieces);
-                let inner_rows: u64 = sel.dims[1..]
-                    .iter()
-                    .map(|v| v.iter().map(|r| r.end - r.start).sum::<u64>())
-                    .product();
-                let step = (max_rows / inner_rows.max(1)).max(1);
+                // `step` holds a whole chunk row: one unit per chunk row and inner range.
                 for p in pieces {
-                    let sub: Vec<Range<u64>> = if step >= p.end - p.start {
-                        vec![p.clone()]
-                    } else {
-                        split_even(&p, step)
-                    };
-                    for s in sub {
-                        let idx: Vec<Range<u64>> =
-                            inner.iter().map(|r| r.start as u64..r.end as u64).collect();
-                        odometer(&idx, |k| {
-                            let mut bx = vec![s.clone()];
-                            for (d, &i) in k.iter().enumerate() {
-                                bx.push(sel.dims[d + 1][i as usize].clone());
-                            }
-                            units.push(ScanUnit::Box(bx));
-                        });
-                    }
+                    let idx: Vec<Range<u64>> =
+                        inner.iter().map(|r| r.start as u64..r.end as u64).collect();
+                    odometer(&idx, |k| {
+                        let mut bx = vec![p.clone()];
+                        for (d, &i) in k.iter().enumerate() {
+                            bx.push(sel.dims[d + 1][i as usize].clone());
+                        }
+                        units.push(ScanUnit::Box(bx));
+                    });
                 }
             }
             units
@@ -131,17 +138,6 @@ pub fn plan_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<ScanUnit>
             units
         }
     }
-}
-
-fn split_even(r: &Range<u64>, step: u64) -> Vec<Range<u64>> {
-    let mut out = Vec::new();
-    let mut s = r.start;
-    while s < r.end {
-        let e = (s + step).min(r.end);
-        out.push(s..e);
-        s = e;
-    }
-    out
 }
 
 /// Reads batches of one dataset with a fixed projection.

@@ -41,8 +41,9 @@ impl ZonedUnit {
     }
 }
 
-/// Plans scan units of `sel` so that each lies inside one zone (at most about `max_rows`
-/// rows each), in zone order.
+/// Plans scan units of `sel` so that each lies inside one zone, in zone order: about
+/// `max_rows` rows each or fewer, in whole blocks along dimension 0 (one block when a
+/// block is bigger than `max_rows`).
 pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<ZonedUnit> {
     let max_rows = max_rows.max(1);
     match ds {
@@ -89,12 +90,21 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
                 let region_rows: u64 = region.iter().map(|r| r.end - r.start).product();
                 for bx in boxes {
                     let inner: u64 = bx[1..].iter().map(|r| r.end - r.start).product();
-                    let mut step = (max_rows / inner.max(1)).max(1);
-                    // Whole blocks per unit, so 1-D reads decode straight into the batch.
-                    let block = g.blockshape[0].max(1);
-                    if step > block {
-                        step -= step % block;
-                    }
+                    // Whole blocks per unit (rounded down, or up to one block): no block
+                    // is decoded by two units, and whole-row reads decode straight into
+                    // the batch. A unit may then exceed `max_rows`; the scan slices its
+                    // batches to `batch_size`.
+                    let block = if a.block_addressable {
+                        g.blockshape[0].max(1)
+                    } else {
+                        g.chunkshape[0].max(1)
+                    };
+                    let step = (max_rows / inner.max(1)).max(1);
+                    let step = if step > block {
+                        step - step % block
+                    } else {
+                        block
+                    };
                     let mut s = bx[0].start;
                     while s < bx[0].end {
                         let e = (s + step).min(bx[0].end);

@@ -214,7 +214,8 @@ impl TableProvider for Blosc2Table {
             _ => None,
         };
         // Zone-aligned units when they can be pruned or feed the zone maps; an N-d array
-        // scanned without a value filter keeps wider units (whole chunk rows).
+        // scanned without a value filter keeps wider units (whole chunk rows) where they
+        // fit.
         let zoned = predicate.is_some() || dims.len() <= 1;
         let units = if zoned {
             plan_zoned_units(&self.ds, &sel, max_rows)
