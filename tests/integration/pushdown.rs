@@ -292,7 +292,8 @@ async fn full_scans_decode_each_block_once() {
     }
     let base = env!("CARGO_MANIFEST_DIR");
     // (fixture, shape, chunks, blocks) as generate.py writes them.
-    let arrays: [(&str, &[u64], &[u64], &[u64]); 5] = [
+    type Geometry<'a> = (&'a str, &'a [u64], &'a [u64], &'a [u64]);
+    let arrays: [Geometry; 5] = [
         ("geom-2d", &[50, 37], &[20, 15], &[8, 4]),
         ("geom-3d", &[10, 11, 12], &[4, 5, 6], &[2, 3, 3]),
         ("geom-1d-big", &[100_000], &[10_000], &[1000]),
