@@ -53,9 +53,10 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
         };
         ip += 1;
         // The common sequence: literals and match length fit the token, and both buffers
-        // have room for a 16-byte literal copy and an 18-byte match copy. Bytes written past
-        // the sequence's end are scratch that later sequences overwrite.
-        if token < 0xF0 && token & 15 != 15 && src.len() - ip >= 18 && n - op >= 34 {
+        // have room for a 16-byte literal copy, then (after at most 14 literals) a match
+        // copied in 24 bytes: 14 + 24 = 38. Bytes written past the sequence's end are
+        // scratch that later sequences overwrite.
+        if token < 0xF0 && token & 15 != 15 && src.len() - ip >= 18 && n - op >= 38 {
             let lit = (token >> 4) as usize;
             out[op..op + 16].copy_from_slice(&src[ip..ip + 16]);
             ip += lit;
@@ -209,6 +210,61 @@ mod tests {
             decompress_into(&comp, &mut out, &dict)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e:?}"));
             assert!(out == data, "seed {seed}: output differs");
+        }
+    }
+
+    /// The longest token-only sequence (14 literals, an 18-byte match) ending 2 bytes
+    /// before the output's end: the fast path's piece copies must not run past it.
+    #[test]
+    fn a_long_sequence_near_the_end_fits() {
+        let lits: Vec<u8> = (1..=14).collect();
+        let mut stream = vec![0xEE];
+        stream.extend_from_slice(&lits);
+        stream.extend_from_slice(&[14, 0, 0x20, b'a', b'b']);
+        let want = lz4_flex::block::decompress(&stream, 34).unwrap();
+        let mut out = [0u8; 34];
+        decompress_into(&stream, &mut out, &[]).unwrap();
+        assert_eq!(out[..], want[..]);
+        // A nearer match (distance 9) takes the 8-byte pieces.
+        stream[15] = 9;
+        let want = lz4_flex::block::decompress(&stream, 34).unwrap();
+        decompress_into(&stream, &mut out, &[]).unwrap();
+        assert_eq!(out[..], want[..]);
+    }
+
+    /// Streams built sequence by sequence with random literal and match lengths and
+    /// distances, including short final literal runs that break LZ4's end-of-block rules
+    /// (decoders accept them): same bytes as `lz4_flex`, and no panic at any output size.
+    #[test]
+    fn random_sequences_match_lz4_flex() {
+        let mut s = 0xC0FFEE_u64;
+        for case in 0..2000 {
+            let (mut stream, mut len) = (Vec::new(), 0usize);
+            for _ in 0..1 + xorshift(&mut s) % 6 {
+                let lit = (xorshift(&mut s) % 20) as usize + usize::from(len == 0);
+                let mlen = (xorshift(&mut s) % 24) as usize + 4;
+                let dist = 1 + (xorshift(&mut s) as usize % (len + lit));
+                let ext = |n: usize, v: &mut Vec<u8>| {
+                    if n >= 15 {
+                        v.push((n - 15) as u8);
+                    }
+                };
+                stream.push(((lit.min(15) as u8) << 4) | (mlen - 4).min(15) as u8);
+                ext(lit, &mut stream);
+                stream.extend((0..lit).map(|_| xorshift(&mut s) as u8));
+                stream.extend_from_slice(&(dist as u16).to_le_bytes());
+                ext(mlen - 4, &mut stream);
+                len += lit + mlen;
+            }
+            let last = (xorshift(&mut s) % 6) as usize;
+            stream.push((last as u8) << 4);
+            stream.extend((0..last).map(|_| xorshift(&mut s) as u8));
+            len += last;
+            let want = lz4_flex::block::decompress(&stream, len).unwrap();
+            let mut out = vec![0u8; len];
+            decompress_into(&stream, &mut out, &[])
+                .unwrap_or_else(|e| panic!("case {case}: {e:?}"));
+            assert!(out == want, "case {case}");
         }
     }
 
