@@ -129,6 +129,115 @@ mod tests {
         assert_eq!(&out, b"ababababaz");
     }
 
+    /// The format read the simplest way (`spec/codecs.md` §3): one byte at a time, into
+    /// a growing vector. `None` where the stream is invalid for an output of `n` bytes.
+    fn byte_at_a_time(src: &[u8], n: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut ctrl = (*src.first()? & 31) as usize;
+        let mut ip = 1;
+        loop {
+            if ctrl >= 32 {
+                let mut len = (ctrl >> 5) + 2;
+                if ctrl >> 5 == 7 {
+                    loop {
+                        let b = *src.get(ip)?;
+                        ip += 1;
+                        len += b as usize;
+                        if b != 255 {
+                            break;
+                        }
+                    }
+                }
+                let lo = *src.get(ip)? as usize;
+                ip += 1;
+                let dist = if lo == 255 && ctrl & 31 == 31 {
+                    let far = ((*src.get(ip)? as usize) << 8 | *src.get(ip + 1)? as usize) + 8192;
+                    ip += 2;
+                    far
+                } else {
+                    ((ctrl & 31) << 8) + lo + 1
+                };
+                if dist > out.len() || out.len() + len > n {
+                    return None;
+                }
+                for _ in 0..len {
+                    out.push(out[out.len() - dist]);
+                }
+            } else {
+                let k = ctrl + 1;
+                out.extend_from_slice(src.get(ip..ip + k)?);
+                ip += k;
+                if out.len() > n {
+                    return None;
+                }
+            }
+            if ip >= src.len() {
+                break;
+            }
+            ctrl = src[ip] as usize;
+            ip += 1;
+        }
+        (out.len() == n).then_some(out)
+    }
+
+    /// Random streams of literal runs and matches (short and long, near and far, at
+    /// every distance from the output's end), and single-byte mutations of them: the
+    /// same bytes as [`byte_at_a_time`], and an error exactly where it has none.
+    #[test]
+    fn random_streams_match_the_byte_at_a_time_reading() {
+        use crate::chunk::xorshift;
+        let mut s = 0xB105C_u64;
+        for case in 0..3000 {
+            let mut stream = Vec::new();
+            let mut len = 0usize;
+            for q in 0..1 + xorshift(&mut s) % 12 {
+                if q == 0 || xorshift(&mut s) % 3 == 0 {
+                    let k = (xorshift(&mut s) % 32) as usize + 1;
+                    stream.push(k as u8 - 1);
+                    stream.extend((0..k).map(|_| xorshift(&mut s) as u8));
+                    len += k;
+                } else {
+                    let lcode = 1 + (xorshift(&mut s) % 7) as usize;
+                    let dist = 1 + (xorshift(&mut s) as usize % len.min(9000));
+                    let mut mlen = lcode + 2;
+                    let mut head = Vec::new();
+                    if lcode == 7 {
+                        let extra = (xorshift(&mut s) % 300) as usize;
+                        head.extend(std::iter::repeat_n(255u8, extra / 255));
+                        head.push((extra % 255) as u8);
+                        mlen += extra;
+                    }
+                    if dist > 8191 {
+                        stream.push((lcode << 5) as u8 | 31);
+                        stream.extend_from_slice(&head);
+                        let far = dist - 8192;
+                        stream.extend_from_slice(&[255, (far >> 8) as u8, far as u8]);
+                    } else {
+                        let d = dist - 1;
+                        stream.push((lcode << 5) as u8 | (d >> 8) as u8);
+                        stream.extend_from_slice(&head);
+                        stream.push(d as u8);
+                    }
+                    len += mlen;
+                }
+            }
+            let mut out = vec![0u8; len];
+            let want = byte_at_a_time(&stream, len).expect("a well-formed stream");
+            decompress_into(&stream, &mut out).unwrap_or_else(|e| panic!("case {case}: {e:?}"));
+            assert!(out == want, "case {case}");
+            for _ in 0..4 {
+                let mut bad = stream.clone();
+                let at = xorshift(&mut s) as usize % bad.len();
+                bad[at] ^= 1 << (xorshift(&mut s) % 8);
+                let got = decompress_into(&bad, &mut out);
+                match byte_at_a_time(&bad, len) {
+                    Some(want) => assert!(got.is_ok() && out == want, "case {case}, byte {at}"),
+                    None => assert!(got.is_err(), "case {case}, byte {at}: {got:?}"),
+                }
+            }
+        }
+    }
+
     #[test]
     fn errors_instead_of_panics() {
         let mut out = vec![0u8; 8];
