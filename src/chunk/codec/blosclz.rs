@@ -191,7 +191,7 @@ mod tests {
             let mut stream = Vec::new();
             let mut len = 0usize;
             for q in 0..1 + xorshift(&mut s) % 12 {
-                if q == 0 || xorshift(&mut s) % 3 == 0 {
+                if q == 0 || xorshift(&mut s).is_multiple_of(3) {
                     let k = (xorshift(&mut s) % 32) as usize + 1;
                     stream.push(k as u8 - 1);
                     stream.extend((0..k).map(|_| xorshift(&mut s) as u8));
