@@ -1,7 +1,8 @@
 //! SQL scans over Blosc2 containers vs DataFusion over Parquet of the same data, in one
 //! run, over ZSTD and LZ4 frames: full aggregates, a 0.1 % dim range, a 1 % timestamp
 //! range projection, a 5 % value filter, `SELECT * LIMIT 10`, a 1 % rectangle of a 2-D
-//! array, a rare value (zone maps) and `count(*)`. Full scans are also set against the
+//! array (stored twice: in chunks spanning whole rows, and in 1024 × 1024 tiles), a rare
+//! value (zone maps) and `count(*)`. Full scans are also set against the
 //! bare fetch + decode time of the chunks they touch (the floor a scan cannot beat), and
 //! against the same SQL over the same columns already in memory (a `MemTable`: what
 //! DataFusion's own operators cost, which a scan adds on top of its floor).
@@ -139,10 +140,30 @@ const QUERIES: &[Query] = &[
         floor: &[],
         columns: "",
     },
+    Query {
+        name: "tiles: sum(value) (full scan, 67 M)",
+        sql: "SELECT sum(value) FROM tiles_{c}",
+        check: Check::Same,
+        floor: &["tiles-{c}.b2nd"],
+        columns: "value",
+    },
+    Query {
+        name: "tiles: 1% rectangle",
+        sql: "SELECT sum(value), count(*) FROM tiles_{c} \
+              WHERE dim_0 BETWEEN 3000 AND 3818 AND dim_1 BETWEEN 4000 AND 4818",
+        check: Check::Same,
+        floor: &[],
+        columns: "",
+    },
 ];
 
 const CODECS: [&str; 2] = ["zstd", "lz4"];
-const DATASETS: [(&str, &str); 3] = [("walk", "b2nd"), ("ticks", "b2d"), ("grid", "b2nd")];
+const DATASETS: [(&str, &str); 4] = [
+    ("walk", "b2nd"),
+    ("ticks", "b2d"),
+    ("grid", "b2nd"),
+    ("tiles", "b2nd"),
+];
 
 async fn contexts(partitions: usize) -> (SessionContext, SessionContext) {
     let dir = data_dir();

@@ -6,7 +6,9 @@ each data set twice: with the defaults (ZSTD, shuffle) and with LZ4 (shuffle):
                            (increasing), price float64 (random walk), qty int32 (uniform
                            1..999); SUMMARY indexes built on close; default chunking
     grid-{zstd,lz4}.b2nd   8192 x 8192 float32 (67 M elements), a smooth field plus noise;
-                           default chunking
+                           default chunking (chunks and blocks span whole rows)
+    tiles-{zstd,lz4}.b2nd  the same values in 1024 x 1024 chunks (default blocks), which
+                           split rows
 
 Usage: python benches/scan_data.py OUT_DIR   (skips files that exist)
 """
@@ -55,6 +57,9 @@ def main(out):
         p = os.path.join(out, f"grid-{name}.b2nd")
         if not os.path.exists(p):
             blosc2.asarray(grid, urlpath=p, mode="w", cparams=cparams)
+        p = os.path.join(out, f"tiles-{name}.b2nd")
+        if not os.path.exists(p):
+            blosc2.asarray(grid, urlpath=p, mode="w", chunks=(1024, 1024), cparams=cparams)
 
 
 if __name__ == "__main__":
