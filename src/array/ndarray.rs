@@ -564,10 +564,30 @@ impl NdArray {
         stats: &mut ReadStats,
         threads: usize,
     ) -> Result<Vec<u8>> {
-        let n: u64 = bx.iter().map(|r| r.end.saturating_sub(r.start)).product();
+        let n = self.box_items(bx)?;
         let mut out = vec![0u8; (n * self.itemsize() as u64) as usize];
         self.read_box_into(bx, &mut out, stats, threads).await?;
         Ok(out)
+    }
+
+    /// Elements in `bx`, once it is checked to lie inside the array.
+    fn box_items(&self, bx: &[Range<u64>]) -> Result<u64> {
+        if bx.len() != self.geometry.ndim() {
+            return Err(Error::InvalidArgument(format!(
+                "box of rank {} for an array of rank {}",
+                bx.len(),
+                self.geometry.ndim()
+            )));
+        }
+        for (d, r) in bx.iter().enumerate() {
+            if r.end > self.geometry.shape[d] || r.start > r.end {
+                return Err(Error::InvalidArgument(format!(
+                    "box {r:?} outside dimension {d} of extent {}",
+                    self.geometry.shape[d]
+                )));
+            }
+        }
+        Ok(bx.iter().map(|r| r.end - r.start).product())
     }
 
     /// Reads the C-ordered bytes of the elements in `bx` into `out` (elements ×
@@ -584,22 +604,7 @@ impl NdArray {
         stats: &mut ReadStats,
         threads: usize,
     ) -> Result<()> {
-        if bx.len() != self.geometry.ndim() {
-            return Err(Error::InvalidArgument(format!(
-                "box of rank {} for an array of rank {}",
-                bx.len(),
-                self.geometry.ndim()
-            )));
-        }
-        for (d, r) in bx.iter().enumerate() {
-            if r.end > self.geometry.shape[d] || r.start > r.end {
-                return Err(Error::InvalidArgument(format!(
-                    "box {r:?} outside dimension {d} of extent {}",
-                    self.geometry.shape[d]
-                )));
-            }
-        }
-        let n: u64 = bx.iter().map(|r| r.end - r.start).product();
+        let n = self.box_items(bx)?;
         if n.checked_mul(self.itemsize() as u64) != Some(out.len() as u64) {
             return Err(Error::InvalidArgument(format!(
                 "box {bx:?} of {n} elements read into {} bytes",

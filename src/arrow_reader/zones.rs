@@ -105,9 +105,12 @@ pub fn plan_zoned_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<Zon
                     } else {
                         block
                     };
-                    let mut s = bx[0].start;
+                    // Cuts at multiples of `step` from the chunk's first row, so that a
+                    // selection starting inside a block does not shift every later cut
+                    // off the block edges.
+                    let (cs, mut s) = (region[0].start, bx[0].start);
                     while s < bx[0].end {
-                        let e = (s + step).min(bx[0].end);
+                        let e = (cs + ((s - cs) / step + 1) * step).min(bx[0].end);
                         let mut piece = bx.clone();
                         piece[0] = s..e;
                         out.push(ZonedUnit {

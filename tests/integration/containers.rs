@@ -99,6 +99,25 @@ async fn boxes_read_only_what_they_touch() {
         }
     }
     assert_eq!(got, want);
+    // Boxes outside the array, of the wrong rank, or into a buffer of the wrong size are
+    // refused before anything is allocated or read.
+    let mut stats = Default::default();
+    for bad in [
+        vec![0..11, 0..11, 0..12],
+        vec![0..10, 0..11, 0..u64::MAX],
+        vec![std::ops::Range { start: 5, end: 4 }, 0..11, 0..12],
+        vec![0..10, 0..11],
+    ] {
+        let e = arr.read_box(&bad, &mut stats).await.unwrap_err();
+        assert!(e.to_string().contains("box"), "{bad:?}: {e}");
+    }
+    let mut short = vec![0u8; 8];
+    let e = arr
+        .read_box_into(&[0..1, 0..1, 0..2], &mut short, &mut stats, 1)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("into 8 bytes"), "{e}");
+    assert_eq!(stats.bytes_fetched, 0);
 }
 
 #[tokio::test]

@@ -277,11 +277,11 @@ async fn random_value_ranges_match_brute_force() {
     );
 }
 
-/// A full scan decodes every block exactly once and fetches each chunk about once,
-/// whatever the batch size: units never cut a block along dimension 0, and units thinner than a chunk
+/// A full scan, and a `dim_0` range starting inside a block, decode every block they
+/// touch exactly once and fetch each chunk about once, whatever the batch size: units never cut a block along dimension 0, and units thinner than a chunk
 /// go chunk by chunk (rows spanning several chunks would thrash the recent-chunk cache).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn full_scans_decode_each_block_once() {
+async fn scans_decode_each_block_once() {
     use datafusion::physical_plan::{ExecutionPlan, collect};
     use std::sync::Arc;
     fn scan_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> Option<usize> {
@@ -303,44 +303,71 @@ async fn full_scans_decode_each_block_once() {
     for (name, shape, chunks, blocks) in arrays {
         let path = format!("{base}/tests/fixtures/b2nd/{name}.b2nd");
         let file_len = std::fs::metadata(&path).unwrap().len() as usize;
-        // Blocks holding array elements (blocks wholly in an edge chunk's padding hold
-        // none and are skipped): per dimension, summed over the chunks along it.
-        let blocks_total: u64 = (0..shape.len())
-            .map(|d| {
-                (0..shape[d].div_ceil(chunks[d]))
-                    .map(|k| {
-                        (shape[d] - k * chunks[d])
-                            .min(chunks[d])
-                            .div_ceil(blocks[d])
-                    })
-                    .sum::<u64>()
-            })
-            .product();
-        for batch in [1, 7, 100, 8192] {
-            let ctx = SessionContext::new_with_config(
-                SessionConfig::new()
-                    .with_target_partitions(2)
-                    .with_batch_size(batch),
-            );
-            ctx.register_blosc2("t", &path, Blosc2Options::default())
-                .await
-                .unwrap();
-            let df = ctx.sql("SELECT sum(value) FROM t").await.unwrap();
-            let plan = df.create_physical_plan().await.unwrap();
-            let out = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
-            let total: u64 = shape.iter().product();
-            let want = (total * total) as i64; // sum of 2 * i + 1 over 0..total
-            let got = out[0].column(0).as_primitive::<Int64Type>().value(0);
-            assert_eq!(got, want, "{name}, batch {batch}");
-            let decoded = scan_metric(&plan, "blocks_decoded").unwrap() as u64;
-            assert_eq!(decoded, blocks_total, "{name}, batch {batch}: blocks");
-            // Each chunk once, but for the one a partition boundary may cut (fetched by
-            // both partitions).
-            let fetched = scan_metric(&plan, "bytes_fetched").unwrap();
-            assert!(
-                fetched > 0 && fetched < file_len * 3 / 2,
-                "{name}, batch {batch}: fetched {fetched} of a {file_len}-byte file"
-            );
+        // Blocks holding elements of `rows` x the other dimensions whole (blocks wholly in
+        // an edge chunk's padding hold none and are skipped): per dimension, summed over
+        // the chunks along it.
+        let blocks_in = |rows: std::ops::Range<u64>| -> u64 {
+            (0..shape.len())
+                .map(|d| {
+                    let r = if d == 0 { rows.clone() } else { 0..shape[d] };
+                    (0..shape[d].div_ceil(chunks[d]))
+                        .map(|k| {
+                            let (cs, ce) = (k * chunks[d], ((k + 1) * chunks[d]).min(shape[d]));
+                            let (x, y) = (r.start.max(cs), r.end.min(ce));
+                            if x >= y {
+                                0
+                            } else {
+                                (y - 1 - cs) / blocks[d] - (x - cs) / blocks[d] + 1
+                            }
+                        })
+                        .sum::<u64>()
+                })
+                .product()
+        };
+        // The whole array, and dim_0 from the middle of its second block on.
+        let inner: u64 = shape[1..].iter().product();
+        let mid = blocks[0] + blocks[0] / 2;
+        for rows in [0..shape[0], mid..shape[0] - 1] {
+            for batch in [1, 7, 100, 8192] {
+                let ctx = SessionContext::new_with_config(
+                    SessionConfig::new()
+                        .with_target_partitions(2)
+                        .with_batch_size(batch),
+                );
+                ctx.register_blosc2("t", &path, Blosc2Options::default())
+                    .await
+                    .unwrap();
+                let sql = format!(
+                    "SELECT sum(value) FROM t WHERE dim_0 >= {} AND dim_0 < {}",
+                    rows.start, rows.end
+                );
+                let plan = ctx
+                    .sql(&sql)
+                    .await
+                    .unwrap()
+                    .create_physical_plan()
+                    .await
+                    .unwrap();
+                let out = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+                // The sum of 2 * i + 1 over flat indices a..b is b² - a².
+                let (a, b) = (rows.start * inner, rows.end * inner);
+                let want = (b * b - a * a) as i64;
+                let got = out[0].column(0).as_primitive::<Int64Type>().value(0);
+                assert_eq!(got, want, "{name}, {sql}, batch {batch}");
+                let decoded = scan_metric(&plan, "blocks_decoded").unwrap() as u64;
+                assert_eq!(
+                    decoded,
+                    blocks_in(rows.clone()),
+                    "{name}, {sql}, batch {batch}: blocks"
+                );
+                // Each chunk once, but for the one a partition boundary may cut (fetched
+                // by both partitions).
+                let fetched = scan_metric(&plan, "bytes_fetched").unwrap();
+                assert!(
+                    fetched > 0 && fetched < file_len * 3 / 2,
+                    "{name}, {sql}, batch {batch}: fetched {fetched} of a {file_len}-byte file"
+                );
+            }
         }
     }
 }
