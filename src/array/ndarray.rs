@@ -625,48 +625,55 @@ impl NdArray {
         Ok(())
     }
 
-    /// Elements per dimension-0 row when every chunk and every block spans whole rows
-    /// (each other dimension is unsplit in both, as in any 1-D array): a run of rows is
-    /// then one contiguous, C-ordered byte run of its chunk's decoded bytes, so it can be
-    /// decoded straight into a caller's buffer. `None` otherwise.
-    pub fn whole_row_items(&self) -> Option<u64> {
+    /// Elements per dimension-0 row of box `bx` when its rows lie contiguous and in C order
+    /// in the decoded bytes of the chunks they cross, so that the box can be decoded
+    /// straight into a caller's buffer: along every other dimension, `bx` is exactly one
+    /// chunk that lies wholly inside the array (the whole dimension when chunks span it,
+    /// as in any 1-D array), and blocks span that chunk. `None` otherwise.
+    pub fn contiguous_row_items(&self, bx: &[Range<u64>]) -> Option<u64> {
         let g = &self.geometry;
-        if g.ndim() == 0 {
+        if g.ndim() == 0 || bx.len() != g.ndim() {
             return None;
         }
-        let whole = (1..g.ndim()).all(|d| {
-            g.chunkshape[d] == g.shape[d]
-                && (!self.block_addressable || g.blockshape[d] == g.chunkshape[d])
+        let one_chunk = (1..g.ndim()).all(|d| {
+            let (r, c) = (&bx[d], g.chunkshape[d]);
+            c > 0
+                && r.start.is_multiple_of(c)
+                && r.end.checked_sub(r.start) == Some(c)
+                && r.end <= g.shape[d]
+                && (!self.block_addressable || g.blockshape[d] == c)
         });
-        whole.then(|| g.shape[1..].iter().product())
+        one_chunk.then(|| g.chunkshape[1..].iter().product())
     }
 
-    /// Reads the dimension-0 rows `range` of an array whose chunks and blocks span whole
-    /// rows ([`NdArray::whole_row_items`], e.g. any 1-D array) straight into `out`
-    /// (`range.len() × row bytes`, e.g. an Arrow buffer), in C order: a chunk the range
-    /// covers whole is decoded into place (on up to `threads` threads); a run of whole
-    /// blocks is decoded into place; only ragged edges go through a chunk buffer.
+    /// Reads box `bx`, whose rows lie contiguous in its chunks
+    /// ([`NdArray::contiguous_row_items`]: e.g. any range of a 1-D array, or rows of one
+    /// column of tiles whose blocks span the tile), straight into `out` (elements ×
+    /// itemsize bytes, e.g. an Arrow buffer), in C order: a chunk the box covers whole is
+    /// decoded into place (on up to `threads` threads); a run of whole blocks is decoded
+    /// into place; only ragged edges go through a chunk buffer.
     ///
     /// # Errors
-    /// Chunks or blocks that split rows, a range or buffer that does not fit, IO and
+    /// A box whose rows are not contiguous, a box or buffer that does not fit, IO and
     /// decoding errors.
     pub async fn read_rows_into(
         &self,
-        range: Range<u64>,
+        bx: &[Range<u64>],
         out: &mut [u8],
         stats: &mut ReadStats,
         threads: usize,
     ) -> Result<()> {
         let g = &self.geometry;
-        let row_items = self.whole_row_items();
+        let row_items = self.contiguous_row_items(bx);
         let row = row_items.map_or(0, |k| k * self.itemsize() as u64);
+        let range = bx.first().cloned().unwrap_or(0..0);
         if row_items.is_none()
             || range.start > range.end
             || range.end > g.shape[0]
             || (range.end - range.start).checked_mul(row) != Some(out.len() as u64)
         {
             return Err(Error::InvalidArgument(format!(
-                "row read of {range:?} into {} bytes from an array of shape {:?}, chunks {:?}, \
+                "row read of {bx:?} into {} bytes from an array of shape {:?}, chunks {:?}, \
                  blocks {:?}",
                 out.len(),
                 g.shape,
@@ -674,14 +681,12 @@ impl NdArray {
                 g.blockshape
             )));
         }
-        let mut bx = vec![range.clone()];
-        bx.extend(g.shape[1..].iter().map(|&s| 0..s));
-        let idx = g.chunks_in_box(&bx);
+        let idx = g.chunks_in_box(bx);
         let raws = self.fetch_recent(&idx, stats).await?;
         let path = self.display();
         let mut scratch = Vec::new();
         for (&i, raw) in idx.iter().zip(&raws) {
-            let cs = i * g.chunkshape[0];
+            let cs = g.chunk_coords(i)[0] * g.chunkshape[0];
             let ce = (cs + g.chunkshape[0]).min(g.shape[0]);
             let (a, b) = (range.start.max(cs), range.end.min(ce));
             let dst =
@@ -718,7 +723,7 @@ impl NdArray {
                     }
                 }
             }
-            let base = self.decode_for_box(i, raw, &bx, stats, threads, &mut scratch)?;
+            let base = self.decode_for_box(i, raw, bx, stats, threads, &mut scratch)?;
             let src = scratch
                 .get(
                     (((a - cs) * row) as usize).wrapping_sub(base)

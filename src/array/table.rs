@@ -550,7 +550,8 @@ impl Table {
 async fn read_1d(a: &NdArray, rows: Range<u64>, stats: &mut ReadStats) -> Result<Vec<u8>> {
     let n = rows.end.saturating_sub(rows.start) * a.itemsize() as u64;
     let mut out = vec![0u8; n as usize];
-    a.read_rows_into(rows, &mut out, stats, 1).await?;
+    a.read_rows_into(std::slice::from_ref(&rows), &mut out, stats, 1)
+        .await?;
     Ok(out)
 }
 

@@ -345,8 +345,8 @@ impl BatchReader {
 
 /// The elements of box `bx` of an array of a [`direct_primitive`] dtype, in C order, in
 /// an Arrow buffer from `pool` (every byte of it is overwritten): decoded straight into
-/// it when the box is whole rows of chunks and blocks that span whole rows (any 1-D
-/// array), else copied into it chunk by chunk.
+/// it when the box's rows lie contiguous in its chunks
+/// ([`NdArray::contiguous_row_items`]), else copied into it chunk by chunk.
 async fn read_primitive(
     a: &NdArray,
     bx: &[Range<u64>],
@@ -359,14 +359,8 @@ async fn read_primitive(
         .map(|r| r.end.saturating_sub(r.start))
         .product::<u64>() as usize;
     let mut buf = pool.take(n * a.itemsize());
-    let whole_rows = a.whole_row_items().is_some()
-        && bx.len() == a.geometry.ndim()
-        && bx[1..]
-            .iter()
-            .zip(&a.geometry.shape[1..])
-            .all(|(r, &s)| *r == (0..s));
-    if whole_rows {
-        a.read_rows_into(bx[0].clone(), buf.as_slice_mut(), stats, threads)
+    if a.contiguous_row_items(bx).is_some() {
+        a.read_rows_into(bx, buf.as_slice_mut(), stats, threads)
             .await?;
     } else {
         a.read_box_into(bx, buf.as_slice_mut(), stats, threads)

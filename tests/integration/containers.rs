@@ -217,6 +217,8 @@ async fn row_reads_into_place() {
         "schunk/plain.b2frame",
         "b2nd/geom-2d-rows.b2nd",
         "b2nd/geom-3d-rows.b2nd",
+        "b2nd/geom-2d-tiles.b2nd",
+        "b2nd/geom-3d-tiles.b2nd",
     ] {
         let kind = if rel.starts_with("schunk") {
             "schunk"
@@ -226,35 +228,64 @@ async fn row_reads_into_place() {
         let arr = open(rel, kind).await;
         let g = &arr.geometry;
         let (n, c, b) = (g.shape[0], g.chunkshape[0], g.blockshape[0]);
-        let row = arr.whole_row_items().expect("whole rows") * arr.itemsize() as u64;
         let mut ranges = vec![0..n, 0..c.min(n), n - n.min(7)..n, n / 3..n / 2];
         if c > 2 * b && n > c + 3 * b {
             ranges.push(c + b..c + 3 * b);
             ranges.push(c + b..c + 3 * b - 1);
         }
-        for r in ranges {
-            let mut bx = vec![r.clone()];
-            bx.extend(g.shape[1..].iter().map(|&s| 0..s));
-            let want = arr.read_box(&bx, &mut Default::default()).await.unwrap();
-            for threads in [1, 3] {
-                let mut got = vec![0xAB; ((r.end - r.start) * row) as usize];
-                let mut st = datafusion_blosc2::array::ndarray::ReadStats::default();
-                arr.read_rows_into(r.clone(), &mut got, &mut st, threads)
-                    .await
-                    .unwrap_or_else(|e| panic!("{rel} {r:?}: {e}"));
-                assert!(got == want, "{rel} {r:?} threads={threads}");
-                if arr.block_addressable && r == (c + b..c + 3 * b) {
-                    assert_eq!(st.blocks_decoded, 2, "{rel} {r:?}: {st:?}");
+        // Every column of chunks along the other dimensions that lies inside the array
+        // (one, the whole width, for whole-row layouts).
+        let mut columns: Vec<Vec<std::ops::Range<u64>>> = vec![vec![]];
+        for d in 1..g.ndim() {
+            let k = g.shape[d] / g.chunkshape[d];
+            columns = columns
+                .into_iter()
+                .flat_map(|p| {
+                    (0..k).map(move |j| {
+                        let mut p = p.clone();
+                        p.push(j * g.chunkshape[d]..(j + 1) * g.chunkshape[d]);
+                        p
+                    })
+                })
+                .collect();
+        }
+        for inner in &columns {
+            for r in &ranges {
+                let mut bx = vec![r.clone()];
+                bx.extend(inner.iter().cloned());
+                let row =
+                    arr.contiguous_row_items(&bx).expect("contiguous rows") * arr.itemsize() as u64;
+                let want = arr.read_box(&bx, &mut Default::default()).await.unwrap();
+                for threads in [1, 3] {
+                    let mut got = vec![0xAB; ((r.end - r.start) * row) as usize];
+                    let mut st = datafusion_blosc2::array::ndarray::ReadStats::default();
+                    arr.read_rows_into(&bx, &mut got, &mut st, threads)
+                        .await
+                        .unwrap_or_else(|e| panic!("{rel} {bx:?}: {e}"));
+                    assert!(got == want, "{rel} {bx:?} threads={threads}");
+                    if arr.block_addressable && *r == (c + b..c + 3 * b) {
+                        assert_eq!(st.blocks_decoded, 2, "{rel} {bx:?}: {st:?}");
+                    }
                 }
             }
         }
     }
+    // Rows that are not contiguous: blocks that split a chunk's rows, a box wider than one
+    // chunk, a chunk the array clips (its rows carry padding).
     let split = open("b2nd/geom-2d.b2nd", "b2nd").await;
-    assert_eq!(split.whole_row_items(), None);
-    let err = split
-        .read_rows_into(0..2, &mut [0; 2 * 37 * 8], &mut Default::default(), 1)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("row read of 0..2"), "{err}");
+    let tiles = open("b2nd/geom-2d-tiles.b2nd", "b2nd").await;
+    for (arr, bx) in [
+        (&split, [0..2, 0..15]),
+        (&tiles, [0..2, 0..30]),
+        (&tiles, [0..2, 30..40]),
+        (&tiles, [0..2, 5..20]),
+    ] {
+        assert_eq!(arr.contiguous_row_items(&bx), None, "{bx:?}");
+        let err = arr
+            .read_rows_into(&bx, &mut [0; 2 * 15 * 8], &mut Default::default(), 1)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("row read of"), "{err}");
+    }
 }

@@ -62,21 +62,24 @@ fn two_ints(batches: &[RecordBatch]) -> (i64, i64) {
 }
 
 /// The multi-chunk `geom-*` arrays (value = 2 * flat index + 1) and their shapes,
-/// registered as `geom_3d`, `geom_2d`, `geom_1d_big`, `geom_2d_rows`, `geom_3d_rows` in a
-/// session of 3 partitions and 100-row batches (so scans have many units and partitions).
-async fn geom_session() -> (SessionContext, [(&'static str, Vec<u64>); 5]) {
+/// registered as `geom_3d`, `geom_2d`, `geom_1d_big`, `geom_2d_rows`, `geom_3d_rows`,
+/// `geom_2d_tiles`, `geom_3d_tiles` in a session of 3 partitions and 100-row batches (so
+/// scans have many units and partitions).
+async fn geom_session() -> (SessionContext, [(&'static str, Vec<u64>); 7]) {
     let ctx = SessionContext::new_with_config(
         SessionConfig::new()
             .with_target_partitions(3)
             .with_batch_size(100),
     );
     let base = env!("CARGO_MANIFEST_DIR");
-    let fixtures: [(&str, Vec<u64>); 5] = [
+    let fixtures: [(&str, Vec<u64>); 7] = [
         ("geom-3d", vec![10, 11, 12]),
         ("geom-2d", vec![50, 37]),
         ("geom-1d-big", vec![100_000]),
         ("geom-2d-rows", vec![37, 24]),
         ("geom-3d-rows", vec![9, 4, 5]),
+        ("geom-2d-tiles", vec![37, 40]),
+        ("geom-3d-tiles", vec![9, 8, 10]),
     ];
     for (name, _) in &fixtures {
         ctx.register_blosc2(
@@ -95,7 +98,7 @@ async fn random_dim_ranges_match_brute_force() {
     let (ctx, fixtures) = geom_session().await;
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
     for q in 0..150 {
-        let (name, shape) = &fixtures[q % 5];
+        let (name, shape) = &fixtures[q % fixtures.len()];
         let table = name.replace('-', "_");
         let ndim = shape.len();
         let mut sql_parts = Vec::new();
@@ -185,7 +188,7 @@ async fn random_value_ranges_match_brute_force() {
     let mut rng = Rng(0x5EED_7777_0000_0042);
     let mut pruned_queries = 0;
     for q in 0..100 {
-        let (name, shape) = &fixtures[q % 5];
+        let (name, shape) = &fixtures[q % fixtures.len()];
         let table = name.replace('-', "_");
         let ndim = shape.len();
         let total: u64 = shape.iter().product();
@@ -293,12 +296,14 @@ async fn scans_decode_each_block_once() {
     let base = env!("CARGO_MANIFEST_DIR");
     // (fixture, shape, chunks, blocks) as generate.py writes them.
     type Geometry<'a> = (&'a str, &'a [u64], &'a [u64], &'a [u64]);
-    let arrays: [Geometry; 5] = [
+    let arrays: [Geometry; 7] = [
         ("geom-2d", &[50, 37], &[20, 15], &[8, 4]),
         ("geom-3d", &[10, 11, 12], &[4, 5, 6], &[2, 3, 3]),
         ("geom-1d-big", &[100_000], &[10_000], &[1000]),
         ("geom-2d-rows", &[37, 24], &[10, 24], &[3, 24]),
         ("geom-3d-rows", &[9, 4, 5], &[4, 4, 5], &[3, 4, 5]),
+        ("geom-2d-tiles", &[37, 40], &[10, 15], &[3, 15]),
+        ("geom-3d-tiles", &[9, 8, 10], &[4, 4, 5], &[3, 4, 5]),
     ];
     for (name, shape, chunks, blocks) in arrays {
         let path = format!("{base}/tests/fixtures/b2nd/{name}.b2nd");
