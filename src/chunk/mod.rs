@@ -319,6 +319,9 @@ impl<'a> Chunk<'a> {
             loop {
                 let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
                 let Some((j, dst)) = next else { return };
+                if failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                    return; // A block failed: the others are not worth decoding.
+                }
                 let done = match (j, reference) {
                     (0, Some(r)) => {
                         dst.copy_from_slice(&r[..dst.len()]);
