@@ -571,7 +571,10 @@ impl NdArray {
     }
 
     /// Elements in `bx`, once it is checked to lie inside the array.
-    fn box_items(&self, bx: &[Range<u64>]) -> Result<u64> {
+    ///
+    /// # Errors
+    /// A box of the wrong rank, inverted, or reaching past the array.
+    pub fn box_items(&self, bx: &[Range<u64>]) -> Result<u64> {
         if bx.len() != self.geometry.ndim() {
             return Err(Error::InvalidArgument(format!(
                 "box of rank {} for an array of rank {}",
@@ -664,14 +667,11 @@ impl NdArray {
         threads: usize,
     ) -> Result<()> {
         let g = &self.geometry;
+        let n = self.box_items(bx)?;
         let row_items = self.contiguous_row_items(bx);
         let row = row_items.map_or(0, |k| k * self.itemsize() as u64);
         let range = bx.first().cloned().unwrap_or(0..0);
-        if row_items.is_none()
-            || range.start > range.end
-            || range.end > g.shape[0]
-            || (range.end - range.start).checked_mul(row) != Some(out.len() as u64)
-        {
+        if row_items.is_none() || n.checked_mul(self.itemsize() as u64) != Some(out.len() as u64) {
             return Err(Error::InvalidArgument(format!(
                 "row read of {bx:?} into {} bytes from an array of shape {:?}, chunks {:?}, \
                  blocks {:?}",

@@ -354,10 +354,7 @@ async fn read_primitive(
     threads: usize,
     pool: &BufferPool,
 ) -> Result<ArrayRef> {
-    let n = bx
-        .iter()
-        .map(|r| r.end.saturating_sub(r.start))
-        .product::<u64>() as usize;
+    let n = a.box_items(bx)? as usize;
     let mut buf = pool.take(n * a.itemsize());
     if a.contiguous_row_items(bx).is_some() {
         a.read_rows_into(bx, buf.as_slice_mut(), stats, threads)

@@ -279,11 +279,7 @@ impl<'a> Chunk<'a> {
         for j in blocks {
             let (start, len) = h.block_span(j);
             let dst = &mut out[start - span.start..start - span.start + len];
-            if j == 0 && reference.is_some() {
-                dst.copy_from_slice(&reference.as_deref().expect("checked is_some")[..len]);
-            } else {
-                self.decode_block(j, dst, reference.as_deref())?;
-            }
+            self.decode_block(j, dst, reference.as_deref())?;
         }
         Ok(())
     }
@@ -322,14 +318,7 @@ impl<'a> Chunk<'a> {
                 if failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
                     return; // A block failed: the others are not worth decoding.
                 }
-                let done = match (j, reference) {
-                    (0, Some(r)) => {
-                        dst.copy_from_slice(&r[..dst.len()]);
-                        Ok(())
-                    }
-                    _ => self.decode_block(j, dst, reference),
-                };
-                if let Err(e) = done {
+                if let Err(e) = self.decode_block(j, dst, reference) {
                     failed
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -467,8 +456,14 @@ impl<'a> Chunk<'a> {
         Ok(())
     }
 
-    /// Decodes block `j` (regular chunk) into `dst` (its exact size).
+    /// Decodes block `j` (regular chunk) into `dst` (its exact size). `reference` is block
+    /// 0 already decoded ([`Chunk::reference_block`], for DELTA): block 0 itself is then
+    /// copied from it rather than decoded again.
     fn decode_block(&self, j: usize, dst: &mut [u8], reference: Option<&[u8]>) -> ChunkResult<()> {
+        if let (0, Some(r)) = (j, reference) {
+            dst.copy_from_slice(&r[..dst.len()]);
+            return Ok(());
+        }
         let ops = self.filters_to_undo(dst.len());
         if let Some(ts) = self.plain_shuffle_split(j, dst.len(), &ops) {
             return self.decode_shuffled_planes(j, ts, dst);
