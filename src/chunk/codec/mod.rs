@@ -41,7 +41,8 @@ pub fn decompress_stream(
 /// `1 <= dist <= op` and `op + len <= out.len()`.
 ///
 /// Short matches are copied in fixed 8- or 16-byte pieces (a piece may write past
-/// `op + len` when the buffer has room; later sequences overwrite those bytes), long
+/// `op + len` when the buffer has room; later sequences overwrite those bytes), periods up
+/// to 8 by storing their pattern ([`copy_short_period`]) when there is room, long
 /// overlapping ones by doubling the pattern with `copy_within`.
 #[inline(always)]
 pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
@@ -55,6 +56,8 @@ pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
             let w: [u8; 8] = out[from + 8..from + 16].try_into().expect("8 bytes");
             out[op + 8..op + 16].copy_from_slice(&w);
         }
+    } else if dist <= 8 && out.len() - op - len >= 16 && len <= 256 && (dist > 1 || len <= 64) {
+        copy_short_period(out, op, dist, len);
     } else if dist >= len {
         out.copy_within(from..from + len, op);
     } else if len > 64 {
@@ -91,6 +94,48 @@ pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
                 i += 1;
             }
         }
+    }
+}
+
+/// [`copy_match`] for a period of at most 8 and at most 256 bytes, when the output has 16
+/// bytes of room past the match (`op + len + 16 <= out.len()`), so whole pieces may write
+/// up to 15 bytes past `op + len` (scratch that later sequences overwrite).
+///
+/// A period dividing 8 becomes one 16-byte pattern stored over the match: no loads, and no
+/// `memmove` calls (doubling a 2-byte period over 200 bytes takes 7). Other periods write
+/// one 8-byte word of their pattern, then copy 8-byte pieces from `d` back, the least
+/// multiple of the period that is at least 8, so each piece reads only final bytes.
+#[inline(never)]
+fn copy_short_period(out: &mut [u8], op: usize, dist: usize, len: usize) {
+    debug_assert!((1..=8).contains(&dist) && dist <= op && op + len + 16 <= out.len());
+    let from = op - dist;
+    // The first `dist` bytes repeated over a word; `from + 8 <= op + 8` is in bounds.
+    let w = u64::from_le_bytes(out[from..from + 8].try_into().expect("8 bytes"));
+    let mut pat = w & (u64::MAX >> (64 - 8 * dist));
+    let mut span = dist;
+    while span < 8 {
+        pat |= pat << (8 * span);
+        span *= 2;
+    }
+    let word = pat.to_le_bytes();
+    if 8 % dist == 0 {
+        let mut p16 = [0u8; 16];
+        p16[..8].copy_from_slice(&word);
+        p16[8..].copy_from_slice(&word);
+        let mut k = 0;
+        while k < len {
+            out[op + k..op + k + 16].copy_from_slice(&p16);
+            k += 16;
+        }
+        return;
+    }
+    out[op..op + 8].copy_from_slice(&word);
+    let d = [0, 0, 0, 9, 0, 10, 12, 14][dist];
+    let mut k = 8;
+    while k < len {
+        let w: [u8; 8] = out[op + k - d..op + k - d + 8].try_into().expect("8 bytes");
+        out[op + k..op + k + 8].copy_from_slice(&w);
+        k += 8;
     }
 }
 
@@ -154,14 +199,14 @@ fn zstd_decompress(src: &[u8], out: &mut [u8], dict: Option<&[u8]>) -> Result<()
 mod tests {
     use super::copy_match;
 
-    /// Every branch of `copy_match` (piece sizes, pattern widening, doubling, buffer ends
+    /// Every branch of `copy_match` (piece sizes, period patterns, doubling, buffer ends
     /// with and without room for a whole piece) against the byte-at-a-time definition.
     #[test]
     fn copy_match_is_the_byte_loop() {
         let mut seed = 7u64;
         let prefix = crate::chunk::random_bytes(&mut seed, 100);
         for dist in 1..=80 {
-            for len in 1..=150 {
+            for len in (1..=150).chain([255, 256, 257, 1000]) {
                 for slack in [0, 1, 7, 8, 15, 16, 40] {
                     let op = 100;
                     let mut want = prefix.clone();
