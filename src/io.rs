@@ -222,7 +222,7 @@ impl Location {
             return Ok(Vec::new());
         }
         let out = match &self.reads {
-            Some(pool) => self.read_file_ranges(ranges, pool).await?,
+            Some(pool) => self.read_file_ranges(Some(ranges), pool).await?,
             None => None,
         };
         let out = match out {
@@ -245,13 +245,14 @@ impl Location {
         Error::corrupt(&self.display, "file", format!("short read of {r:?}"))
     }
 
-    /// `ranges` of a local file, read from the handle `get_opts` returns (a local store
+    /// Ranges of a local file, read from the handle `get_opts` returns (a local store
     /// opens the file and reads nothing more) into buffers from `pool`, on the runtime's
     /// blocking threads as the store itself reads. `None` where the store streams instead.
+    /// `None` reads the whole file.
     #[cfg(unix)]
     async fn read_file_ranges(
         &self,
-        ranges: &[Range<u64>],
+        ranges: Option<&[Range<u64>]>,
         pool: &Arc<ReadPool>,
     ) -> Result<Option<Vec<Bytes>>> {
         use std::os::unix::fs::FileExt;
@@ -260,6 +261,8 @@ impl Location {
             .get_opts(&self.path, GetOptions::default())
             .await
             .map_err(|e| self.io_err(e))?;
+        let size = res.meta.size;
+        let ranges = ranges.map_or_else(|| vec![0..size], <[_]>::to_vec);
         if let Some(r) = ranges
             .iter()
             .find(|r| r.end > res.meta.size || r.start > r.end)
@@ -269,7 +272,7 @@ impl Location {
         let GetResultPayload::File(file, _) = res.payload else {
             return Ok(None);
         };
-        let (ranges, pool, this) = (ranges.to_vec(), Arc::clone(pool), self.clone());
+        let (pool, this) = (Arc::clone(pool), self.clone());
         let read = move || -> Result<Vec<Bytes>> {
             let mut out = Vec::with_capacity(ranges.len());
             for r in &ranges {
@@ -300,7 +303,7 @@ impl Location {
     #[cfg(not(unix))]
     async fn read_file_ranges(
         &self,
-        _ranges: &[Range<u64>],
+        _ranges: Option<&[Range<u64>]>,
         _pool: &Arc<ReadPool>,
     ) -> Result<Option<Vec<Bytes>>> {
         Ok(None)
@@ -321,6 +324,11 @@ impl Location {
     /// # Errors
     /// Storage errors ("not found" included).
     pub async fn get_all(&self) -> Result<Bytes> {
+        if let Some(pool) = &self.reads
+            && let Some(mut b) = self.read_file_ranges(None, pool).await?
+        {
+            return Ok(b.pop().expect("one range"));
+        }
         let r = self
             .store
             .get(&self.path)
@@ -368,8 +376,9 @@ mod tests {
         got
     }
 
-    /// Local ranges come back right, in recycled buffers once the earlier ones are
-    /// dropped, with or without a tokio runtime; a range past the end is a short read.
+    /// Local ranges and whole files come back right, in recycled buffers once the earlier
+    /// ones are dropped, with or without a tokio runtime; a range past the end is a short
+    /// read.
     #[test]
     fn local_ranges_are_read_into_recycled_buffers() {
         let dir = tempfile::tempdir().unwrap();
@@ -395,6 +404,8 @@ mod tests {
             .unwrap();
         let in_rt = rt.block_on(loc.get_ranges(&[100..200_000])).unwrap();
         assert_eq!(in_rt[0][..], data[100..]);
+        let all = futures::executor::block_on(loc.get_all()).unwrap();
+        assert_eq!(all[..], data[..]);
         let err = futures::executor::block_on(loc.get_ranges(&[10..20, 199_990..200_001]));
         assert!(
             err.unwrap_err()
