@@ -6,7 +6,7 @@
 //!
 //! Local files ([`Location::local`]) read their ranges from the file handle the store's
 //! `get_opts` hands out, into buffers recycled once every holder has dropped them
-//! ([`ReadPool`]). `LocalFileSystem::get_ranges` zero-fills a fresh buffer per range, and a
+//! (`ReadPool`). `LocalFileSystem::get_ranges` zero-fills a fresh buffer per range, and a
 //! full scan spent about as long zero-filling and page-faulting those buffers as decoding.
 
 use crate::error::{Error, Result};
@@ -22,7 +22,7 @@ pub struct Location {
     store: Arc<dyn ObjectStore>,
     path: Path,
     display: String,
-    /// Set for local files: their range reads go through [`Location::read_file_ranges`].
+    /// Set for local files: their reads go through `Location::read_file_ranges`.
     reads: Option<Arc<ReadPool>>,
 }
 
@@ -64,7 +64,7 @@ impl ReadPool {
     }
 }
 
-/// The owner of a [`Bytes`] read by [`Location::read_file_ranges`]: gives its buffer back
+/// The owner of a [`Bytes`] read by `Location::read_file_ranges`: gives its buffer back
 /// to the pool when the last clone of the `Bytes` is dropped.
 struct Recycled {
     buf: Vec<u8>,
@@ -245,10 +245,10 @@ impl Location {
         Error::corrupt(&self.display, "file", format!("short read of {r:?}"))
     }
 
-    /// Ranges of a local file, read from the handle `get_opts` returns (a local store
-    /// opens the file and reads nothing more) into buffers from `pool`, on the runtime's
-    /// blocking threads as the store itself reads. `None` where the store streams instead.
-    /// `None` reads the whole file.
+    /// `ranges` of a local file (all of it for `None`), read from the handle `get_opts`
+    /// returns (a local store opens the file and reads nothing more) into buffers from
+    /// `pool`, on the runtime's blocking threads as the store itself reads. `Ok(None)`
+    /// where the store streams instead of handing out a file.
     #[cfg(unix)]
     async fn read_file_ranges(
         &self,
@@ -263,10 +263,7 @@ impl Location {
             .map_err(|e| self.io_err(e))?;
         let size = res.meta.size;
         let ranges = ranges.map_or_else(|| vec![0..size], <[_]>::to_vec);
-        if let Some(r) = ranges
-            .iter()
-            .find(|r| r.end > res.meta.size || r.start > r.end)
-        {
+        if let Some(r) = ranges.iter().find(|r| r.end > size || r.start > r.end) {
             return Err(self.short_read(r));
         }
         let GetResultPayload::File(file, _) = res.payload else {
