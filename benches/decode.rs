@@ -6,7 +6,8 @@
 //! `B2_PYTHON`, default `.venv/bin/python`, then `python3`), which then stays up to time
 //! C-Blosc2 on request: each case alternates C and Rust runs over several rounds, both
 //! decoding into a reused buffer, so the drift of a shared machine's speed hits both sides
-//! alike, and each side's figure is its fastest run (interference only slows runs down). The table is printed at the end and written to `target/bench-data/decode-table.md`.
+//! alike, and each side's figure is its fastest run (interference only slows runs down).
+//! The table is printed at the end and written to `target/bench-data/decode-table.md`.
 
 use criterion::{Criterion, Throughput};
 use datafusion_blosc2::chunk::Chunk;

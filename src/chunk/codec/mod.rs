@@ -57,6 +57,7 @@ pub(crate) fn copy_match(out: &mut [u8], op: usize, dist: usize, len: usize) {
             out[op + 8..op + 16].copy_from_slice(&w);
         }
     } else if dist <= 8 && out.len() - op - len >= 16 && len <= 256 && (dist > 1 || len <= 64) {
+        // (A one-byte period over 64 bytes is a `fill` below, anything over 256 a doubling.)
         copy_short_period(out, op, dist, len);
     } else if dist >= len {
         out.copy_within(from..from + len, op);
