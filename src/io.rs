@@ -12,7 +12,7 @@
 use crate::error::{Error, Result};
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{GetOptions, GetResultPayload, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +34,7 @@ struct ReadPool {
     bufs: Mutex<Vec<Vec<u8>>>,
 }
 
+#[cfg_attr(not(unix), allow(dead_code))]
 impl ReadPool {
     /// Idle buffers kept at most, and their total bytes: enough for a scan's partitions to
     /// cycle their few recent chunks, little for an idle table to hold on to.
@@ -66,6 +67,7 @@ impl ReadPool {
 
 /// The owner of a [`Bytes`] read by `Location::read_file_ranges`: gives its buffer back
 /// to the pool when the last clone of the `Bytes` is dropped.
+#[cfg_attr(not(unix), allow(dead_code))]
 struct Recycled {
     buf: Vec<u8>,
     pool: Arc<ReadPool>,
@@ -255,6 +257,7 @@ impl Location {
         ranges: Option<&[Range<u64>]>,
         pool: &Arc<ReadPool>,
     ) -> Result<Option<Vec<Bytes>>> {
+        use object_store::GetResultPayload;
         use std::os::unix::fs::FileExt;
         let res = self
             .store
