@@ -44,9 +44,7 @@ impl ReadPool {
     /// A buffer of `len` initialized bytes (recycled contents or zeros).
     fn take(&self, len: usize) -> Vec<u8> {
         let mut bufs = self.bufs.lock().unwrap_or_else(|e| e.into_inner());
-        // One of about the right size (a much bigger one would stay mostly unused).
-        let fits = |b: &Vec<u8>| b.capacity() >= len && b.capacity() / 2 <= len.max(4096);
-        match bufs.iter().position(fits) {
+        match bufs.iter().position(|b| worth_reusing(b.capacity(), len)) {
             Some(k) => {
                 let mut b = bufs.swap_remove(k);
                 b.resize(len, 0);
@@ -63,6 +61,13 @@ impl ReadPool {
             bufs.push(buf);
         }
     }
+}
+
+/// Whether a pooled buffer of `capacity` bytes should serve a request of `len`: big
+/// enough, and not much bigger (it would stay mostly unused). Shared by the read pool here
+/// and the Arrow buffer pool of the scans.
+pub(crate) fn worth_reusing(capacity: usize, len: usize) -> bool {
+    capacity >= len && capacity / 2 <= len.max(4096)
 }
 
 /// The owner of a [`Bytes`] read by `Location::read_file_ranges`: gives its buffer back

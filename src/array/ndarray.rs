@@ -471,7 +471,9 @@ impl NdArray {
             || touched.len() == nblocks
             || touched.iter().any(|&b| b as usize >= nblocks)
         {
-            size_scratch(buf, chunk.nbytes());
+            // `resize` zero-fills only bytes the reused buffer never had; the decoder
+            // overwrites what is read.
+            buf.resize(chunk.nbytes(), 0);
             chunk
                 .decode_into_parallel(buf, threads)
                 .map_err(|e| Error::chunk(e, path, i, 0))?;
@@ -486,7 +488,7 @@ impl NdArray {
             .blocks_byte_range(first..last + 1)
             .map_err(|e| Error::chunk(e, path, i, 0))?;
         let base = whole.start;
-        size_scratch(buf, whole.len());
+        buf.resize(whole.len(), 0);
         // Contiguous runs of touched blocks.
         let mut k = 0;
         while k < touched.len() {
@@ -744,15 +746,5 @@ impl NdArray {
     pub async fn read_all(&self) -> Result<Vec<u8>> {
         let bx: Vec<Range<u64>> = self.geometry.shape.iter().map(|&s| 0..s).collect();
         self.read_box(&bx, &mut ReadStats::default()).await
-    }
-}
-
-/// Makes `buf` exactly `len` bytes long, zero-filling only bytes it never had: the
-/// decoder overwrites what is read, so a reused buffer keeps its old bytes.
-fn size_scratch(buf: &mut Vec<u8>, len: usize) {
-    if buf.len() >= len {
-        buf.truncate(len);
-    } else {
-        buf.resize(len, 0);
     }
 }

@@ -5,6 +5,7 @@
 //! through [`Buffer::into_mutable`], which succeeds only when the pool holds the last
 //! reference.
 
+use crate::io::worth_reusing;
 use arrow::buffer::{Buffer, MutableBuffer};
 use std::sync::Mutex;
 
@@ -22,11 +23,8 @@ impl BufferPool {
     /// the caller must overwrite all of them.
     pub fn take(&self, len: usize) -> MutableBuffer {
         let mut bufs = self.bufs.lock().unwrap_or_else(|e| e.into_inner());
-        // A free buffer of about the right size (not one much bigger: it would stay
-        // mostly unused).
-        let fits = |b: &Buffer| {
-            b.strong_count() == 1 && b.capacity() >= len && b.capacity() / 2 <= len.max(4096)
-        };
+        // A free buffer of about the right size.
+        let fits = |b: &Buffer| b.strong_count() == 1 && worth_reusing(b.capacity(), len);
         if let Some(k) = bufs.iter().position(fits) {
             let b = bufs.remove(k);
             drop(bufs);
