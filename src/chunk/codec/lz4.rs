@@ -6,7 +6,8 @@
 //! a byte at a time (0.3–0.7× C-Blosc2 on those chunks, see `benches/README.md`). Matches
 //! are copied by [`super::copy_match`], shared with BloscLZ. `lz4_flex` stays the oracle
 //! the tests compare against. Safe code only: every read and write is bounds-checked, and
-//! short literal runs use one fixed 16-byte copy when both buffers have room for it.
+//! literal runs of up to 64 bytes use one fixed 16- or 64-byte copy when both buffers have
+//! room for it.
 
 /// Why an LZ4 stream is invalid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +94,13 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
         if lit > n - op {
             return err(ip, "literal run overruns the output");
         }
-        out[op..op + lit].copy_from_slice(&src[ip..ip + lit]);
+        if lit <= 64 && src.len() - ip >= 64 && n - op >= 64 {
+            // One fixed 64-byte copy: cheaper than a `memcpy` call for the 15–64-byte
+            // runs that LZ4HC writes between short matches in unfiltered data.
+            out[op..op + 64].copy_from_slice(&src[ip..ip + 64]);
+        } else {
+            out[op..op + lit].copy_from_slice(&src[ip..ip + lit]);
+        }
         ip += lit;
         op += lit;
         if ip == src.len() {
