@@ -73,22 +73,26 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
             op += len;
         } else {
             let k = ctrl + 1;
-            if src.len() - ip >= 32 && n - op >= 32 {
-                // Any literal run (at most 32 bytes) as one fixed-size copy when both
-                // buffers have room: bytes past the run are scratch that later sequences
-                // overwrite (a match only reads bytes before `op`).
-                out[op..op + 32].copy_from_slice(&src[ip..ip + 32]);
+            if let Some(next) = literal_then_near_match(src, ip, out, op, k) {
+                (ip, op) = next;
             } else {
-                if k > src.len() - ip {
-                    return err(ip, "literal run past the input");
+                if src.len() - ip >= 32 && n - op >= 32 {
+                    // Any literal run (at most 32 bytes) as one fixed-size copy when both
+                    // buffers have room: bytes past the run are scratch that later
+                    // sequences overwrite (a match only reads bytes before `op`).
+                    out[op..op + 32].copy_from_slice(&src[ip..ip + 32]);
+                } else {
+                    if k > src.len() - ip {
+                        return err(ip, "literal run past the input");
+                    }
+                    if k > n - op {
+                        return err(ip, "literal run overruns the output");
+                    }
+                    out[op..op + k].copy_from_slice(&src[ip..ip + k]);
                 }
-                if k > n - op {
-                    return err(ip, "literal run overruns the output");
-                }
-                out[op..op + k].copy_from_slice(&src[ip..ip + k]);
+                ip += k;
+                op += k;
             }
-            ip += k;
-            op += k;
         }
         if ip >= src.len() {
             break;
@@ -100,6 +104,42 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
         return err(ip, "stream ended before the expected size");
     }
     Ok(())
+}
+
+/// A literal run of `k` bytes at `ip` followed by a match of at most 8 bytes whose source
+/// lies wholly before the run (the pattern of an unfiltered counter: 2 literals, then 6
+/// bytes from 8 back), decoded together. Returns the input and output positions after
+/// both, or `None` (nothing written) when the sequence is not of that shape or the
+/// buffers lack room for a 32-byte literal store and an 8-byte match store.
+///
+/// The match's 8 bytes are loaded *before* the literal run is stored. Loaded after, they
+/// would span two recent stores (the previous match's and this run's), which the CPU
+/// cannot forward to a load: it waits for both to reach the cache, every element.
+#[inline(always)]
+fn literal_then_near_match(
+    src: &[u8],
+    ip: usize,
+    out: &mut [u8],
+    op: usize,
+    k: usize,
+) -> Option<(usize, usize)> {
+    if src.len() - ip < 34 || out.len() - op < 40 {
+        return None;
+    }
+    let (ctrl, lo) = (src[ip + k] as usize, src[ip + k + 1] as usize);
+    let (lcode, hi) = (ctrl >> 5, ctrl & 31);
+    if lcode == 0 || lcode == 7 || (lo == 255 && hi == 31) {
+        return None;
+    }
+    let (len, dist) = (lcode + 2, (hi << 8) + lo + 1);
+    let mop = op + k;
+    if dist < k + len || dist > mop {
+        return None;
+    }
+    let w: [u8; 8] = out[mop - dist..mop - dist + 8].try_into().expect("8 bytes");
+    out[op..op + 32].copy_from_slice(&src[ip..ip + 32]);
+    out[mop..mop + 8].copy_from_slice(&w);
+    Some((ip + k + 2, mop + len))
 }
 
 #[cfg(test)]
