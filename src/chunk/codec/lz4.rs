@@ -57,23 +57,35 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
         // have room for a 16-byte literal copy, then (after at most 14 literals) a match
         // copied in 24 bytes: 14 + 24 = 38. Bytes written past the sequence's end are
         // scratch that later sequences overwrite.
-        if token < 0xF0 && token & 15 != 15 && src.len() - ip >= 18 && n - op >= 38 {
+        if token < 0xF0
+            && token & 15 != 15
+            && let Some(s) = src.get(ip..ip + 18)
+            && let Some(w) = out.get_mut(op..op + 38)
+        {
+            // Fixed-size views: the literal copy and the offset read need no checks.
+            let s: &[u8; 18] = s.try_into().expect("18 bytes");
+            let w: &mut [u8; 38] = w.try_into().expect("38 bytes");
             let lit = (token >> 4) as usize;
-            out[op..op + 16].copy_from_slice(&src[ip..ip + 16]);
-            ip += lit;
+            w[..16].copy_from_slice(&s[..16]);
+            let dist = u16::from_le_bytes([s[lit], s[lit + 1]]) as usize;
+            ip += lit + 2;
             op += lit;
-            let dist = u16::from_le_bytes([src[ip], src[ip + 1]]) as usize;
-            ip += 2;
             let len = (token & 15) as usize + 4;
             if dist >= 8 && dist <= op {
                 // 8-byte pieces (at most 3: len <= 18); each reads only final bytes since
-                // dist >= 8. Small loads are forwarded from the recent small stores.
-                let from = op - dist;
-                let mut k = 0;
-                while k < len {
-                    let w: [u8; 8] = out[from + k..from + k + 8].try_into().expect("8 bytes");
-                    out[op + k..op + k + 8].copy_from_slice(&w);
-                    k += 8;
+                // dist >= 8. Small loads are forwarded from the recent small stores. The
+                // view is cut to exactly `dist + 24` bytes, so no piece needs a check.
+                let m = &mut out[op - dist..][..dist + 24];
+                let piece = |m: &mut [u8], k: usize| {
+                    let w: [u8; 8] = m[k..k + 8].try_into().expect("8 bytes");
+                    m[dist + k..dist + k + 8].copy_from_slice(&w);
+                };
+                piece(m, 0);
+                if len > 8 {
+                    piece(m, 8);
+                    if len > 16 {
+                        piece(m, 16);
+                    }
                 }
                 op += len;
                 continue;
