@@ -76,15 +76,11 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
                 // dist >= 8. Small loads are forwarded from the recent small stores. The
                 // view is cut to exactly `dist + 24` bytes, so no piece needs a check.
                 let m = &mut out[op - dist..][..dist + 24];
-                let piece = |m: &mut [u8], k: usize| {
-                    let w: [u8; 8] = m[k..k + 8].try_into().expect("8 bytes");
-                    m[dist + k..dist + k + 8].copy_from_slice(&w);
-                };
-                piece(m, 0);
+                super::copy_piece(m, dist, 0);
                 if len > 8 {
-                    piece(m, 8);
+                    super::copy_piece(m, dist, 8);
                     if len > 16 {
-                        piece(m, 16);
+                        super::copy_piece(m, dist, 16);
                     }
                 }
                 op += len;
