@@ -471,8 +471,8 @@ impl NdArray {
             || touched.len() == nblocks
             || touched.iter().any(|&b| b as usize >= nblocks)
         {
-            // `resize` zero-fills only bytes the reused buffer never had; the decoder
-            // overwrites what is read.
+            // `resize` zero-fills only bytes past the buffer's current length; the
+            // decoder overwrites them all.
             buf.resize(chunk.nbytes(), 0);
             chunk
                 .decode_into_parallel(buf, threads)

@@ -56,6 +56,17 @@ thread_local! {
     static ZEROS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The first `len` bytes of a reused scratch buffer, which only ever grows (zero-filling
+/// the new bytes): resized down and up again, it would zero the same bytes each time a
+/// scan's columns with different block sizes take turns on a thread. Callers write every
+/// byte they read.
+fn grown(v: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    if v.len() < len {
+        v.resize(len, 0);
+    }
+    &mut v[..len]
+}
+
 /// Where the bytes of one stream of a block are, when the decoder may leave them in place.
 #[derive(Debug, Clone, Default)]
 enum PlaneAt {
@@ -514,10 +525,9 @@ impl<'a> Chunk<'a> {
         let ne = dst.len() / ts;
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
-            let scratch = &mut guard.0;
-            scratch.resize(dst.len(), 0);
+            let scratch = grown(&mut guard.0, dst.len());
             let mut at: [PlaneAt; 16] = Default::default();
-            self.decode_streams(j, &mut scratch[..dst.len()], Some(&mut at[..ts]))?;
+            self.decode_streams(j, scratch, Some(&mut at[..ts]))?;
             ZEROS.with(|zeros| {
                 let mut zeros = zeros.borrow_mut();
                 if zeros.len() < ne && at.iter().any(|a| matches!(a, PlaneAt::Zeros)) {
@@ -556,9 +566,7 @@ impl<'a> Chunk<'a> {
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
             let (a, b) = &mut *guard;
-            a.resize(bsize, 0);
-            b.resize(bsize, 0);
-            let (mut cur, mut other): (&mut [u8], &mut [u8]) = (&mut a[..bsize], &mut b[..bsize]);
+            let (mut cur, mut other) = (grown(a, bsize), grown(b, bsize));
             fill(cur)?;
             for (k, &(slot, f)) in ops.iter().enumerate() {
                 let last = k + 1 == ops.len();
