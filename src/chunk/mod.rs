@@ -45,7 +45,7 @@ impl Default for DecodeLimits {
 pub struct Chunk<'a> {
     header: ChunkHeader,
     buf: &'a [u8],
-    dict: Option<&'a [u8]>,
+    dict: Option<codec::StreamDict<'a>>,
     codec: Option<Codec>,
 }
 
@@ -172,7 +172,7 @@ impl<'a> Chunk<'a> {
                     need: dsize as usize,
                     have: buf.len().saturating_sub(table_end + 4),
                 })?;
-            chunk.dict = Some(d);
+            chunk.dict = Some(codec::StreamDict::new(d));
             data_start = table_end + 4 + dsize as usize;
         }
         for j in 0..nblocks {
@@ -445,14 +445,14 @@ impl<'a> Chunk<'a> {
                     raw.copy_from_slice(payload);
                     Ok(())
                 } else {
-                    codec::decompress_stream(codec, payload, raw, self.dict).map_err(|why| {
-                        ChunkError::Codec {
+                    codec::decompress_stream(codec, payload, raw, self.dict.as_ref()).map_err(
+                        |why| ChunkError::Codec {
                             block: j,
                             at: start + 4,
                             codec: codec.name(),
                             why,
-                        }
-                    })
+                        },
+                    )
                 }
             })?;
             written += ublock;
@@ -676,14 +676,14 @@ impl<'a> Chunk<'a> {
                         None => out.copy_from_slice(src),
                     }
                 } else {
-                    codec::decompress_stream(codec, src, out, self.dict).map_err(|why| {
-                        ChunkError::Codec {
+                    codec::decompress_stream(codec, src, out, self.dict.as_ref()).map_err(
+                        |why| ChunkError::Codec {
                             block: j,
                             at,
                             codec: codec.name(),
                             why,
-                        }
-                    })?;
+                        },
+                    )?;
                 }
                 pos += csize;
             }
