@@ -84,13 +84,23 @@ def main():
     serving = "--serve" in sys.argv[2:]
     os.makedirs(out, exist_ok=True)
     ref = {"cpu_threads": os.cpu_count(), "blosc2": blosc2.__version__, "c_blosc2": blosc2.blosclib_version, "cases": {}}
-    codecs = {"blosclz": C.BLOSCLZ, "lz4": C.LZ4, "lz4hc": C.LZ4HC, "zlib": C.ZLIB, "zstd": C.ZSTD}
+    # (codec, use_dict): "zstddict" is Zstd with a chunk dictionary.
+    codecs = {
+        "blosclz": (C.BLOSCLZ, False),
+        "lz4": (C.LZ4, False),
+        "lz4hc": (C.LZ4HC, False),
+        "zlib": (C.ZLIB, False),
+        "zstd": (C.ZSTD, False),
+        "zstddict": (C.ZSTD, True),
+    }
     filters = {"shuffle": [F.SHUFFLE], "bitshuffle": [F.BITSHUFFLE], "nofilter": [F.NOFILTER]}
     for dname, (data, ts) in datasets().items():
-        for cname, codec in codecs.items():
+        for cname, (codec, use_dict) in codecs.items():
             for fname, flt in filters.items():
                 case = f"{dname}-{cname}-{fname}"
-                chunk = blosc2.compress2(data, codec=codec, clevel=5, typesize=ts, filters=flt)
+                chunk = blosc2.compress2(
+                    data, codec=codec, clevel=5, typesize=ts, filters=flt, use_dict=use_dict
+                )
                 with open(os.path.join(out, case + ".chunk"), "wb") as f:
                     f.write(chunk)
                 ref["cases"][case] = {"nbytes": len(data), "cbytes": len(chunk)}
