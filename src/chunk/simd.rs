@@ -115,9 +115,56 @@ mod x86 {
             4 => run::<4>(rows, dst, ne),
             8 => run::<8>(rows, dst, ne),
             16 => run::<16>(rows, dst, ne),
+            s if s > 4 => any_width(rows, dst, ne),
             _ => return false,
         }
         true
+    }
+
+    /// Any other row count above 4 (typesizes 6, 12, 24, 32 …): each 16-element tile is
+    /// transposed 16 rows at a time (rows past the last are zeros) by the 16×16
+    /// [`interleave`], and each element's 16 bytes of a group are stored at their place in
+    /// the output. The last, partial group of rows goes first, in element order: its
+    /// stores run up to 15 bytes into the next element, whose own stores come later and
+    /// overwrite them. Tiles run while every store stays inside `dst`; the remaining
+    /// elements go byte by byte. (An AVX2 version, 32 elements per step, was no faster.)
+    fn any_width(rows: &[&[u8]], dst: &mut [u8], ne: usize) {
+        let s = rows.len();
+        let groups = s.div_ceil(16);
+        let mut t = 0;
+        while 16 * t + 16 <= ne && (16 * t + 15) * s + 16 * groups <= dst.len() {
+            for g in std::iter::once(groups - 1).chain(0..groups - 1) {
+                any_width_group(rows, dst, t, g);
+            }
+            t += 1;
+        }
+        for i in 16 * t..ne {
+            for (j, row) in rows.iter().enumerate() {
+                dst[i * s + j] = row[i];
+            }
+        }
+    }
+
+    /// One group of [`any_width`]: rows `16g..16g + 16` of tile `t`. Kept out of line so
+    /// that the compiler unrolls its fixed-size network into registers, as in [`tiles`].
+    #[inline(never)]
+    fn any_width_group(rows: &[&[u8]], dst: &mut [u8], t: usize, g: usize) {
+        let s = rows.len();
+        let v: [__m128i; 16] = std::array::from_fn(|j| match rows.get(16 * g + j) {
+            Some(row) => {
+                let r = &row[16 * t..16 * t + 16];
+                // SAFETY: `r` is exactly 16 readable bytes; unaligned load.
+                unsafe { _mm_loadu_si128(r.as_ptr().cast()) }
+            }
+            // SAFETY: SSE2 is part of the x86_64 baseline; a register op.
+            None => unsafe { _mm_setzero_si128() },
+        });
+        for (k, reg) in interleave::<16>(v).iter().enumerate() {
+            let at = (16 * t + k) * s + 16 * g;
+            let o = &mut dst[at..at + 16];
+            // SAFETY: `o` is exactly 16 writable bytes; unaligned store.
+            unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), *reg) };
+        }
     }
 
     /// AVX2 for pairs of tiles when the CPU has it, SSE2 for the rest.
@@ -419,30 +466,46 @@ mod x86 {
     /// group e (16 / 2^r elements); a round merges byte groups 2g and 2g+1 of the same
     /// element group into element groups 2e (lo) and 2e+1 (hi).
     fn interleave<const S: usize>(v: [__m128i; S]) -> [__m128i; S] {
+        // One call per round, each with constant trip counts: the compiler unrolls them all
+        // into register operations (a loop over a run-time width kept the 16-row network
+        // in memory, copying all 16 registers with `memcpy` every round).
         let mut cur = v;
-        let mut width = 1;
-        while width < S {
-            let mut next = cur;
-            for g2 in 0..S / width / 2 {
-                for e in 0..width {
-                    let (a, b) = (cur[2 * g2 * width + e], cur[(2 * g2 + 1) * width + e]);
-                    // SAFETY: SSE2 is always available on x86_64; these are register ops.
-                    let (lo, hi) = unsafe {
-                        match width {
-                            1 => (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b)),
-                            2 => (_mm_unpacklo_epi16(a, b), _mm_unpackhi_epi16(a, b)),
-                            4 => (_mm_unpacklo_epi32(a, b), _mm_unpackhi_epi32(a, b)),
-                            _ => (_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b)),
-                        }
-                    };
-                    next[g2 * 2 * width + 2 * e] = lo;
-                    next[g2 * 2 * width + 2 * e + 1] = hi;
-                }
-            }
-            cur = next;
-            width *= 2;
+        if S > 1 {
+            cur = interleave_round::<S, 1>(cur);
+        }
+        if S > 2 {
+            cur = interleave_round::<S, 2>(cur);
+        }
+        if S > 4 {
+            cur = interleave_round::<S, 4>(cur);
+        }
+        if S > 8 {
+            cur = interleave_round::<S, 8>(cur);
         }
         cur
+    }
+
+    /// One round of [`interleave`]: merges byte groups `W` wide.
+    #[inline(always)]
+    fn interleave_round<const S: usize, const W: usize>(cur: [__m128i; S]) -> [__m128i; S] {
+        let mut next = cur;
+        for g2 in 0..S / W / 2 {
+            for e in 0..W {
+                let (a, b) = (cur[2 * g2 * W + e], cur[(2 * g2 + 1) * W + e]);
+                // SAFETY: SSE2 is always available on x86_64; these are register ops.
+                let (lo, hi) = unsafe {
+                    match W {
+                        1 => (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b)),
+                        2 => (_mm_unpacklo_epi16(a, b), _mm_unpackhi_epi16(a, b)),
+                        4 => (_mm_unpacklo_epi32(a, b), _mm_unpackhi_epi32(a, b)),
+                        _ => (_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b)),
+                    }
+                };
+                next[g2 * 2 * W + 2 * e] = lo;
+                next[g2 * 2 * W + 2 * e + 1] = hi;
+            }
+        }
+        next
     }
 }
 
