@@ -33,7 +33,15 @@ def datasets():
         "smooth-f8": (np.cumsum(rng.normal(0, 1, n)).astype("<f8").tobytes(), 8),
         "counter-i8": ((np.arange(n, dtype="<i8") * 3 + 10**9).tobytes(), 8),
         "noise-f4": (rng.normal(0, 1, 2 * n).astype("<f4").tobytes(), 4),
+        # Fixed-width strings (numpy "<U3", typesize 12): codes drawn from 2000 words.
+        "words-u3": (np.array(words(rng, 2000))[rng.integers(0, 2000, 8 * n // 12)].astype("<U3").tobytes(), 12),
     }
+
+
+def words(rng, k):
+    """`k` random lowercase words of 1 to 3 letters."""
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    return ["".join(rng.choice(letters, int(rng.integers(1, 4)))) for _ in range(k)]
 
 
 def median_gbps(chunk, nbytes, nthreads, reps=15):
