@@ -27,8 +27,9 @@ pub struct Location {
 }
 
 /// Read buffers of one local file tree, kept for reuse once the [`Bytes`] made from them
-/// are dropped: the next read lands in memory that is already mapped, and only bytes
-/// beyond a buffer's previous length are zeroed.
+/// are dropped: the next read lands in memory that is already mapped. A buffer's length
+/// only grows (a read uses its first bytes, see [`Recycled`]), so a byte is zeroed once,
+/// not each time a shorter read is followed by a longer one, as chunk sizes vary.
 #[derive(Debug, Default)]
 struct ReadPool {
     bufs: Mutex<Vec<Vec<u8>>>,
@@ -41,13 +42,15 @@ impl ReadPool {
     const KEEP: usize = 8;
     const KEEP_BYTES: usize = 64 << 20;
 
-    /// A buffer of `len` initialized bytes (recycled contents or zeros).
+    /// A buffer of at least `len` initialized bytes (recycled contents or zeros).
     fn take(&self, len: usize) -> Vec<u8> {
         let mut bufs = self.bufs.lock().unwrap_or_else(|e| e.into_inner());
         match bufs.iter().position(|b| worth_reusing(b.capacity(), len)) {
             Some(k) => {
                 let mut b = bufs.swap_remove(k);
-                b.resize(len, 0);
+                if b.len() < len {
+                    b.resize(len, 0);
+                }
                 b
             }
             None => vec![0; len],
@@ -70,17 +73,19 @@ pub(crate) fn worth_reusing(capacity: usize, len: usize) -> bool {
     capacity >= len && capacity / 2 <= len.max(4096)
 }
 
-/// The owner of a [`Bytes`] read by `Location::read_file_ranges`: gives its buffer back
-/// to the pool when the last clone of the `Bytes` is dropped.
+/// The owner of a [`Bytes`] read by `Location::read_file_ranges`: the first `len` bytes
+/// of a pooled buffer, which goes back to the pool when the last clone of the `Bytes` is
+/// dropped.
 #[cfg_attr(not(unix), allow(dead_code))]
 struct Recycled {
     buf: Vec<u8>,
+    len: usize,
     pool: Arc<ReadPool>,
 }
 
 impl AsRef<[u8]> for Recycled {
     fn as_ref(&self) -> &[u8] {
-        &self.buf
+        &self.buf[..self.len]
     }
 }
 
@@ -281,8 +286,9 @@ impl Location {
         let read = move || -> Result<Vec<Bytes>> {
             let mut out = Vec::with_capacity(ranges.len());
             for r in &ranges {
-                let mut buf = pool.take((r.end - r.start) as usize);
-                file.read_exact_at(&mut buf, r.start).map_err(|e| {
+                let len = (r.end - r.start) as usize;
+                let mut buf = pool.take(len);
+                file.read_exact_at(&mut buf[..len], r.start).map_err(|e| {
                     if e.kind() == std::io::ErrorKind::UnexpectedEof {
                         this.short_read(r)
                     } else {
@@ -290,7 +296,7 @@ impl Location {
                     }
                 })?;
                 let pool = Arc::clone(&pool);
-                out.push(Bytes::from_owner(Recycled { buf, pool }));
+                out.push(Bytes::from_owner(Recycled { buf, len, pool }));
             }
             Ok(out)
         };
@@ -382,8 +388,8 @@ mod tests {
     }
 
     /// Local ranges and whole files come back right, in recycled buffers once the earlier
-    /// ones are dropped, with or without a tokio runtime; a range past the end is a short
-    /// read.
+    /// ones are dropped (a shorter read in a longer buffer included), with or without a
+    /// tokio runtime; a range past the end is a short read.
     #[test]
     fn local_ranges_are_read_into_recycled_buffers() {
         let dir = tempfile::tempdir().unwrap();
@@ -404,6 +410,11 @@ mod tests {
         let other = ranges_of(&data, &loc, &[1..100_001]);
         assert_ne!(other[0].as_ptr(), ptr);
         drop(part);
+        drop(other);
+        // A shorter read into a recycled (longer) buffer sees only its own bytes.
+        let shorter = ranges_of(&data, &loc, &[1_000..71_000]);
+        assert_eq!(shorter[0].len(), 70_000);
+        drop(shorter);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
