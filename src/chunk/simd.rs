@@ -26,9 +26,9 @@ pub fn active_kernels() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
         if has_avx2() {
-            "x86_64 avx2 + sse2 (unshuffle 2/4/8/16, bit untranspose)"
+            "x86_64 avx2 + sse2 (unshuffle: every typesize but 1 and 3; bit untranspose)"
         } else {
-            "x86_64 sse2 (unshuffle 2/4/8/16, bit untranspose)"
+            "x86_64 sse2 (unshuffle: every typesize but 1 and 3; bit untranspose)"
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -115,10 +115,141 @@ mod x86 {
             4 => run::<4>(rows, dst, ne),
             8 => run::<8>(rows, dst, ne),
             16 => run::<16>(rows, dst, ne),
-            s if s > 4 => any_width(rows, dst, ne),
+            s if s > 4 => {
+                let first = if super::has_avx2() {
+                    // SAFETY: AVX2 support was checked at run time.
+                    unsafe { any_width_avx2(rows, dst, ne) }
+                } else {
+                    0
+                };
+                any_width(rows, dst, ne, first);
+            }
             _ => return false,
         }
         true
+    }
+
+    /// Any row count above 4 other than 8 and 16 with AVX2, 32 elements per step: each
+    /// group of 16 rows (the last one padded with zero registers) goes through the 16-row
+    /// [`interleave256`] and is stored by [`group_avx2`]. The last, partial group goes
+    /// first: its stores run up to 15 bytes into the next element, whose own stores come
+    /// later and overwrite them. Steps run while every store stays inside `dst`; returns
+    /// the number of 16-element tiles done.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn any_width_avx2(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> usize {
+        let s = rows.len();
+        // A step's stores span 31 * s + 16 * groups bytes from its first element.
+        let span = 31 * s + 16 * s.div_ceil(16);
+        let mut steps = ne / 32;
+        while steps > 0 && 32 * (steps - 1) * s + span > dst.len() {
+            steps -= 1;
+        }
+        // SAFETY (every call below): the caller guarantees AVX2.
+        unsafe {
+            match s {
+                // One group: the row count is a constant, so are all store offsets.
+                5 => narrow_avx2::<5>(rows, dst, steps),
+                6 => narrow_avx2::<6>(rows, dst, steps),
+                7 => narrow_avx2::<7>(rows, dst, steps),
+                9 => narrow_avx2::<9>(rows, dst, steps),
+                10 => narrow_avx2::<10>(rows, dst, steps),
+                11 => narrow_avx2::<11>(rows, dst, steps),
+                12 => narrow_avx2::<12>(rows, dst, steps),
+                13 => narrow_avx2::<13>(rows, dst, steps),
+                14 => narrow_avx2::<14>(rows, dst, steps),
+                15 => narrow_avx2::<15>(rows, dst, steps),
+                _ => {
+                    let (full, rest) = (s / 16, s % 16);
+                    for p in 0..steps {
+                        let o = &mut dst[32 * p * s..][..span];
+                        let part = &rows[16 * full..];
+                        let col = 16 * full;
+                        match rest {
+                            1 => group_avx2::<1>(part, p, o, s, col),
+                            2 => group_avx2::<2>(part, p, o, s, col),
+                            3 => group_avx2::<3>(part, p, o, s, col),
+                            4 => group_avx2::<4>(part, p, o, s, col),
+                            5 => group_avx2::<5>(part, p, o, s, col),
+                            6 => group_avx2::<6>(part, p, o, s, col),
+                            7 => group_avx2::<7>(part, p, o, s, col),
+                            8 => group_avx2::<8>(part, p, o, s, col),
+                            9 => group_avx2::<9>(part, p, o, s, col),
+                            10 => group_avx2::<10>(part, p, o, s, col),
+                            11 => group_avx2::<11>(part, p, o, s, col),
+                            12 => group_avx2::<12>(part, p, o, s, col),
+                            13 => group_avx2::<13>(part, p, o, s, col),
+                            14 => group_avx2::<14>(part, p, o, s, col),
+                            15 => group_avx2::<15>(part, p, o, s, col),
+                            _ => {}
+                        }
+                        for g in 0..full {
+                            group_avx2::<16>(&rows[16 * g..], p, o, s, 16 * g);
+                        }
+                    }
+                }
+            }
+        }
+        steps * 2
+    }
+
+    /// [`any_width_avx2`] for one group of `S` < 16 rows: `steps` steps.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    unsafe fn narrow_avx2<const S: usize>(rows: &[&[u8]], dst: &mut [u8], steps: usize) {
+        let span = 31 * S + 16;
+        // Each row cut to exactly the bytes read, once (no per-step length checks).
+        let rows: [&[u8]; S] = std::array::from_fn(|j| &rows[j][..steps * 32]);
+        for p in 0..steps {
+            // SAFETY: the caller guarantees AVX2.
+            unsafe { group_avx2::<S>(&rows, p, &mut dst[32 * p * S..][..span], S, 0) };
+        }
+    }
+
+    /// Step `p` (elements `32p..32p + 32`) of the `R` rows `rows[..R]`, which are bytes
+    /// `col..col + R` of elements of `s` bytes: after the 16-row [`interleave256`] (with
+    /// 16 - R zero registers), lane 0 of register k holds element k's 16 bytes from `col`
+    /// and lane 1 element 16 + k's; each is stored at its place in `o` (the step's
+    /// elements), in element order.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2. (Not itself an AVX2 function, so that it can be inlined
+    /// into its AVX2 callers: `inline(always)` cannot be combined with `target_feature`.)
+    #[inline(always)]
+    unsafe fn group_avx2<const R: usize>(
+        rows: &[&[u8]],
+        p: usize,
+        o: &mut [u8],
+        s: usize,
+        col: usize,
+    ) {
+        // SAFETY: the caller guarantees AVX2; a register op.
+        let mut v = [unsafe { _mm256_setzero_si256() }; 16];
+        for (slot, row) in v.iter_mut().zip(&rows[..R]) {
+            let r = &row[p * 32..p * 32 + 32];
+            // SAFETY: `r` is exactly 32 readable bytes (slice-checked); unaligned load.
+            *slot = unsafe { _mm256_loadu_si256(r.as_ptr().cast()) };
+        }
+        // SAFETY: the caller guarantees AVX2.
+        let out = unsafe { interleave256::<16>(v) };
+        for (k, reg) in out.iter().enumerate() {
+            let at = k * s + col;
+            let lo = &mut o[at..at + 16];
+            // SAFETY: `lo` is exactly 16 writable bytes; unaligned store.
+            unsafe { _mm_storeu_si128(lo.as_mut_ptr().cast(), _mm256_castsi256_si128(*reg)) };
+        }
+        for (k, reg) in out.iter().enumerate() {
+            let at = (16 + k) * s + col;
+            let hi = &mut o[at..at + 16];
+            // SAFETY: `hi` is exactly 16 writable bytes; unaligned store.
+            unsafe {
+                _mm_storeu_si128(hi.as_mut_ptr().cast(), _mm256_extracti128_si256::<1>(*reg))
+            };
+        }
     }
 
     /// Any other row count above 4 (typesizes 6, 12, 24, 32 …): each 16-element tile is
@@ -126,12 +257,14 @@ mod x86 {
     /// [`interleave`], and each element's 16 bytes of a group are stored at their place in
     /// the output. The last, partial group of rows goes first, in element order: its
     /// stores run up to 15 bytes into the next element, whose own stores come later and
-    /// overwrite them. Tiles run while every store stays inside `dst`; the remaining
-    /// elements go byte by byte. (An AVX2 version, 32 elements per step, was no faster.)
-    fn any_width(rows: &[&[u8]], dst: &mut [u8], ne: usize) {
+    /// overwrite them. Tiles run from tile `first` (the ones before it were done by
+    /// [`any_width_avx2`]) while every store stays inside `dst`; the remaining elements go
+    /// byte by byte. Without AVX2 this runs the whole block, at about a third of the AVX2
+    /// kernel's speed (its out-of-line group costs a call and run-time row checks).
+    pub(super) fn any_width(rows: &[&[u8]], dst: &mut [u8], ne: usize, first: usize) {
         let s = rows.len();
         let groups = s.div_ceil(16);
-        let mut t = 0;
+        let mut t = first;
         while 16 * t + 16 <= ne && (16 * t + 15) * s + 16 * groups <= dst.len() {
             for g in std::iter::once(groups - 1).chain(0..groups - 1) {
                 any_width_group(rows, dst, t, g);
@@ -197,7 +330,8 @@ mod x86 {
                 // SAFETY: `row` is exactly 32 readable bytes (slice-checked); unaligned load.
                 *slot = unsafe { _mm256_loadu_si256(row.as_ptr().cast()) };
             }
-            let out = interleave256::<S>(v);
+            // SAFETY: this function runs with AVX2.
+            let out = unsafe { interleave256::<S>(v) };
             // Tile 2p is the low lanes of out[0..S] in order, tile 2p + 1 the high lanes:
             // pairing registers k, k + 1 gives 32-byte stores (half as many as 16-byte ones).
             let pair = &mut dst[2 * p * 16 * S..(2 * p + 2) * 16 * S];
@@ -217,30 +351,59 @@ mod x86 {
         pairs * 2
     }
 
-    /// [`interleave`] on 256-bit registers (the unpacks work per 128-bit lane).
-    #[target_feature(enable = "avx2")]
-    fn interleave256<const S: usize>(v: [__m256i; S]) -> [__m256i; S] {
+    /// [`interleave`] on 256-bit registers (the unpacks work per 128-bit lane), in the
+    /// same constant-count rounds.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2. (Not itself an AVX2 function, so that it is inlined
+    /// into its AVX2 callers: `inline(always)` cannot be combined with `target_feature`.)
+    #[inline(always)]
+    unsafe fn interleave256<const S: usize>(v: [__m256i; S]) -> [__m256i; S] {
         let mut cur = v;
-        let mut width = 1;
-        while width < S {
-            let mut next = cur;
-            for g2 in 0..S / width / 2 {
-                for e in 0..width {
-                    let (a, b) = (cur[2 * g2 * width + e], cur[(2 * g2 + 1) * width + e]);
-                    let (lo, hi) = match width {
+        // SAFETY (each round): the caller guarantees AVX2.
+        unsafe {
+            if S > 1 {
+                cur = interleave256_round::<S, 1>(cur);
+            }
+            if S > 2 {
+                cur = interleave256_round::<S, 2>(cur);
+            }
+            if S > 4 {
+                cur = interleave256_round::<S, 4>(cur);
+            }
+            if S > 8 {
+                cur = interleave256_round::<S, 8>(cur);
+            }
+        }
+        cur
+    }
+
+    /// One round of [`interleave256`]: merges byte groups `W` wide.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn interleave256_round<const S: usize, const W: usize>(
+        cur: [__m256i; S],
+    ) -> [__m256i; S] {
+        let mut next = cur;
+        for g2 in 0..S / W / 2 {
+            for e in 0..W {
+                let (a, b) = (cur[2 * g2 * W + e], cur[(2 * g2 + 1) * W + e]);
+                // SAFETY: the caller guarantees AVX2; these are register ops.
+                let (lo, hi) = unsafe {
+                    match W {
                         1 => (_mm256_unpacklo_epi8(a, b), _mm256_unpackhi_epi8(a, b)),
                         2 => (_mm256_unpacklo_epi16(a, b), _mm256_unpackhi_epi16(a, b)),
                         4 => (_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b)),
                         _ => (_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b)),
-                    };
-                    next[g2 * 2 * width + 2 * e] = lo;
-                    next[g2 * 2 * width + 2 * e + 1] = hi;
-                }
+                    }
+                };
+                next[g2 * 2 * W + 2 * e] = lo;
+                next[g2 * 2 * W + 2 * e + 1] = hi;
             }
-            cur = next;
-            width *= 2;
         }
-        cur
+        next
     }
 
     /// 16 row bytes at a time: an 8×16 byte transpose (unpack rounds) puts byte `k` of the
@@ -538,6 +701,37 @@ mod tests {
                     unsafe { super::x86::bit_untranspose_plane_avx2(&plane, rowlen, &mut avx) };
                 assert_eq!(done, rowlen / 32 * 32);
                 assert_eq!(avx[..8 * done], want[..8 * done], "avx2 rowlen={rowlen}");
+            }
+        }
+    }
+
+    /// The x86 kernels for row counts other than 2, 4, 8 and 16 each on their own (the
+    /// dispatcher runs AVX2 where it can and SSE2 only for the rest), against the
+    /// portable unshuffle, for element counts around their 16- and 32-element steps.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn x86_any_width_kernels_equal_portable() {
+        use crate::chunk::filter::shuffle::unshuffle_rows_portable;
+        let mut seed = 0x0123_4567_89AB_CDEFu64;
+        for s in (5..=40usize).filter(|s| *s != 8 && *s != 16) {
+            for ne in [0usize, 1, 16, 31, 32, 33, 47, 63, 64, 65, 96, 100, 1000] {
+                let planes: Vec<Vec<u8>> = (0..s)
+                    .map(|_| crate::chunk::random_bytes(&mut seed, ne))
+                    .collect();
+                let rows: Vec<&[u8]> = planes.iter().map(|p| &p[..]).collect();
+                let mut want = vec![0u8; ne * s];
+                unshuffle_rows_portable(&rows, &mut want);
+                let mut sse = vec![0u8; ne * s];
+                super::x86::any_width(&rows, &mut sse, ne, 0);
+                assert_eq!(sse, want, "sse2 s={s} ne={ne}");
+                if std::is_x86_feature_detected!("avx2") {
+                    let mut avx = vec![0u8; ne * s];
+                    // SAFETY: AVX2 support was just checked.
+                    let first = unsafe { super::x86::any_width_avx2(&rows, &mut avx, ne) };
+                    assert!(16 * first <= ne && (ne < 64 || first > 0), "s={s} ne={ne}");
+                    super::x86::any_width(&rows, &mut avx, ne, first);
+                    assert_eq!(avx, want, "avx2 s={s} ne={ne}");
+                }
             }
         }
     }
