@@ -115,7 +115,7 @@ mod x86 {
             4 => run::<4>(rows, dst, ne),
             8 => run::<8>(rows, dst, ne),
             16 => run::<16>(rows, dst, ne),
-            s if s > 4 => {
+            s if s == 3 || s > 4 => {
                 let first = if super::has_avx2() {
                     // SAFETY: AVX2 support was checked at run time.
                     unsafe { any_width_avx2(rows, dst, ne) }
@@ -129,7 +129,7 @@ mod x86 {
         true
     }
 
-    /// Any row count above 4 other than 8 and 16 with AVX2, 32 elements per step: each
+    /// Row count 3 and any above 4 other than 8 and 16 with AVX2, 32 elements per step: each
     /// group of 16 rows (the last one padded with zero registers) goes through the 16-row
     /// [`interleave256`] and is stored by [`group_avx2`]. The last, partial group goes
     /// first: its stores run up to 15 bytes into the next element, whose own stores come
@@ -151,6 +151,7 @@ mod x86 {
         unsafe {
             match s {
                 // One group: the row count is a constant, so are all store offsets.
+                3 => narrow_avx2::<3>(rows, dst, steps),
                 5 => narrow_avx2::<5>(rows, dst, steps),
                 6 => narrow_avx2::<6>(rows, dst, steps),
                 7 => narrow_avx2::<7>(rows, dst, steps),
@@ -252,7 +253,7 @@ mod x86 {
         }
     }
 
-    /// Any other row count above 4 (typesizes 6, 12, 24, 32 …): each 16-element tile is
+    /// Any other row count above 4, and 3 (typesizes 3, 6, 12, 24, 32 …): each 16-element tile is
     /// transposed 16 rows at a time (rows past the last are zeros) by the 16×16
     /// [`interleave`], and each element's 16 bytes of a group are stored at their place in
     /// the output. The last, partial group of rows goes first, in element order: its
@@ -713,7 +714,7 @@ mod tests {
     fn x86_any_width_kernels_equal_portable() {
         use crate::chunk::filter::shuffle::unshuffle_rows_portable;
         let mut seed = 0x0123_4567_89AB_CDEFu64;
-        for s in (5..=40usize).filter(|s| *s != 8 && *s != 16) {
+        for s in (3..=40usize).filter(|s| ![4, 8, 16].contains(s)) {
             for ne in [0usize, 1, 16, 31, 32, 33, 47, 63, 64, 65, 96, 100, 1000] {
                 let planes: Vec<Vec<u8>> = (0..s)
                     .map(|_| crate::chunk::random_bytes(&mut seed, ne))
