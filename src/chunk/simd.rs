@@ -147,67 +147,76 @@ mod x86 {
         while steps > 0 && 32 * (steps - 1) * s + span > dst.len() {
             steps -= 1;
         }
-        // SAFETY (every call below): the caller guarantees AVX2.
+        // SAFETY (every call): the caller guarantees AVX2.
         unsafe {
+            // Common row counts get a copy where the count, and so every store offset and
+            // group width, is a constant.
             match s {
-                // One group: the row count is a constant, so are all store offsets.
-                3 => narrow_avx2::<3>(rows, dst, steps),
-                5 => narrow_avx2::<5>(rows, dst, steps),
-                6 => narrow_avx2::<6>(rows, dst, steps),
-                7 => narrow_avx2::<7>(rows, dst, steps),
-                9 => narrow_avx2::<9>(rows, dst, steps),
-                10 => narrow_avx2::<10>(rows, dst, steps),
-                11 => narrow_avx2::<11>(rows, dst, steps),
-                12 => narrow_avx2::<12>(rows, dst, steps),
-                13 => narrow_avx2::<13>(rows, dst, steps),
-                14 => narrow_avx2::<14>(rows, dst, steps),
-                15 => narrow_avx2::<15>(rows, dst, steps),
-                _ => {
-                    let (full, rest) = (s / 16, s % 16);
-                    for p in 0..steps {
-                        let o = &mut dst[32 * p * s..][..span];
-                        let part = &rows[16 * full..];
-                        let col = 16 * full;
-                        match rest {
-                            1 => group_avx2::<1>(part, p, o, s, col),
-                            2 => group_avx2::<2>(part, p, o, s, col),
-                            3 => group_avx2::<3>(part, p, o, s, col),
-                            4 => group_avx2::<4>(part, p, o, s, col),
-                            5 => group_avx2::<5>(part, p, o, s, col),
-                            6 => group_avx2::<6>(part, p, o, s, col),
-                            7 => group_avx2::<7>(part, p, o, s, col),
-                            8 => group_avx2::<8>(part, p, o, s, col),
-                            9 => group_avx2::<9>(part, p, o, s, col),
-                            10 => group_avx2::<10>(part, p, o, s, col),
-                            11 => group_avx2::<11>(part, p, o, s, col),
-                            12 => group_avx2::<12>(part, p, o, s, col),
-                            13 => group_avx2::<13>(part, p, o, s, col),
-                            14 => group_avx2::<14>(part, p, o, s, col),
-                            15 => group_avx2::<15>(part, p, o, s, col),
-                            _ => {}
-                        }
-                        for g in 0..full {
-                            group_avx2::<16>(&rows[16 * g..], p, o, s, 16 * g);
-                        }
-                    }
-                }
+                3 => const_steps_avx2::<3>(rows, dst, steps),
+                5 => const_steps_avx2::<5>(rows, dst, steps),
+                6 => const_steps_avx2::<6>(rows, dst, steps),
+                7 => const_steps_avx2::<7>(rows, dst, steps),
+                9 => const_steps_avx2::<9>(rows, dst, steps),
+                10 => const_steps_avx2::<10>(rows, dst, steps),
+                11 => const_steps_avx2::<11>(rows, dst, steps),
+                12 => const_steps_avx2::<12>(rows, dst, steps),
+                13 => const_steps_avx2::<13>(rows, dst, steps),
+                14 => const_steps_avx2::<14>(rows, dst, steps),
+                15 => const_steps_avx2::<15>(rows, dst, steps),
+                24 => const_steps_avx2::<24>(rows, dst, steps),
+                32 => const_steps_avx2::<32>(rows, dst, steps),
+                _ => steps_avx2(rows, dst, steps, s),
             }
         }
         steps * 2
     }
 
-    /// [`any_width_avx2`] for one group of `S` < 16 rows: `steps` steps.
+    /// [`steps_avx2`] for a constant row count `S`.
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
-    unsafe fn narrow_avx2<const S: usize>(rows: &[&[u8]], dst: &mut [u8], steps: usize) {
-        let span = 31 * S + 16;
-        // Each row cut to exactly the bytes read, once (no per-step length checks).
-        let rows: [&[u8]; S] = std::array::from_fn(|j| &rows[j][..steps * 32]);
+    unsafe fn const_steps_avx2<const S: usize>(rows: &[&[u8]], dst: &mut [u8], steps: usize) {
+        // SAFETY: the caller guarantees AVX2.
+        unsafe { steps_avx2(rows, dst, steps, S) }
+    }
+
+    /// The first `steps` steps of [`any_width_avx2`] for `s = rows.len()` rows.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2. (Not itself an AVX2 function, so that it can be inlined
+    /// into its AVX2 callers: `inline(always)` cannot be combined with `target_feature`.)
+    #[inline(always)]
+    unsafe fn steps_avx2(rows: &[&[u8]], dst: &mut [u8], steps: usize, s: usize) {
+        let span = 31 * s + 16 * s.div_ceil(16);
+        let (full, rest) = (s / 16, s % 16);
+        let (part, col) = (&rows[16 * full..], 16 * full);
         for p in 0..steps {
-            // SAFETY: the caller guarantees AVX2.
-            unsafe { group_avx2::<S>(&rows, p, &mut dst[32 * p * S..][..span], S, 0) };
+            let o = &mut dst[32 * p * s..][..span];
+            // SAFETY (every group): the caller guarantees AVX2.
+            unsafe {
+                match rest {
+                    1 => group_avx2::<1>(part, p, o, s, col),
+                    2 => group_avx2::<2>(part, p, o, s, col),
+                    3 => group_avx2::<3>(part, p, o, s, col),
+                    4 => group_avx2::<4>(part, p, o, s, col),
+                    5 => group_avx2::<5>(part, p, o, s, col),
+                    6 => group_avx2::<6>(part, p, o, s, col),
+                    7 => group_avx2::<7>(part, p, o, s, col),
+                    8 => group_avx2::<8>(part, p, o, s, col),
+                    9 => group_avx2::<9>(part, p, o, s, col),
+                    10 => group_avx2::<10>(part, p, o, s, col),
+                    11 => group_avx2::<11>(part, p, o, s, col),
+                    12 => group_avx2::<12>(part, p, o, s, col),
+                    13 => group_avx2::<13>(part, p, o, s, col),
+                    14 => group_avx2::<14>(part, p, o, s, col),
+                    15 => group_avx2::<15>(part, p, o, s, col),
+                    _ => {}
+                }
+                for g in 0..full {
+                    group_avx2::<16>(&rows[16 * g..], p, o, s, 16 * g);
+                }
+            }
         }
     }
 
