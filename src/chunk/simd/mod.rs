@@ -1,0 +1,235 @@
+//! Vectorized filter kernels: the only `unsafe` code of the crate.
+//!
+//! Each kernel has a portable twin in `chunk::filter` that tests compare it with on random
+//! inputs. The choice is made once per process: `DATAFUSION_BLOSC2_SIMD=off` forces the
+//! portable path without recompiling. Returning `false` means "no kernel here, use the
+//! portable one". This file dispatches; `x86_shuffle` holds the byte-unshuffle kernels
+//! (SSE2 and AVX2, one unpack network generic over the register type) and `x86_bits` the
+//! bit unshuffle's plane transpose.
+#![allow(unsafe_code)]
+
+use std::sync::OnceLock;
+
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        !matches!(
+            std::env::var("DATAFUSION_BLOSC2_SIMD").as_deref(),
+            Ok("off") | Ok("0") | Ok("false")
+        )
+    })
+}
+
+/// Name of the kernel set in use (for `inspect` and benches).
+pub fn active_kernels() -> &'static str {
+    if !enabled() {
+        return "portable (DATAFUSION_BLOSC2_SIMD=off)";
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            "x86_64 avx2 + sse2 (unshuffle: every typesize but 1 and 3; bit untranspose)"
+        } else {
+            "x86_64 sse2 (unshuffle: every typesize but 1 and 3; bit untranspose)"
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        "portable"
+    }
+}
+
+/// Byte unshuffle from separate rows with a SIMD kernel when one exists for
+/// `rows.len()`: `dst[i * s + j] = rows[j][i]` for `i < dst.len() / s` (`dst.len()` a
+/// multiple of `s`, every row at least that long).
+pub fn unshuffle_rows(rows: &[&[u8]], dst: &mut [u8]) -> bool {
+    let s = rows.len();
+    if !enabled() || s == 0 || !dst.len().is_multiple_of(s) {
+        return false;
+    }
+    let ne = dst.len() / s;
+    if rows.iter().any(|r| r.len() < ne) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86_shuffle::unshuffle(rows, dst, ne)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rows, dst, ne);
+        false
+    }
+}
+
+/// Untransposes the bits of one byte plane of a bitshuffled block: `plane` holds 8 bit
+/// rows of `rowlen` bytes, `out` receives `8 * rowlen` bytes (byte `8k + t` gets bit `t`
+/// of byte `k` of every row). Returns how many row bytes `k` were done (a prefix; the
+/// caller finishes the rest), 0 when there is no kernel.
+pub fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usize {
+    if !enabled() || plane.len() < 8 * rowlen || out.len() < 8 * rowlen {
+        return 0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            // SAFETY: AVX2 support was just checked at run time.
+            let done = unsafe { x86_bits::bit_untranspose_plane_avx2(plane, rowlen, out) };
+            // The SSE2 kernel finishes a 16-byte tail the 32-byte kernel left.
+            let sse =
+                x86_bits::bit_untranspose_plane(&plane[done..], rowlen, &mut out[8 * done..], done);
+            return done + sse;
+        }
+        x86_bits::bit_untranspose_plane(plane, rowlen, out, 0)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (plane, rowlen, out);
+        0
+    }
+}
+
+/// True when the CPU has AVX2 (checked once) and SIMD is on.
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    static AVX2: OnceLock<bool> = OnceLock::new();
+    *AVX2.get_or_init(|| {
+        std::is_x86_feature_detected!("avx2")
+            && !matches!(
+                std::env::var("DATAFUSION_BLOSC2_SIMD").as_deref(),
+                Ok("sse2")
+            )
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86_bits;
+#[cfg(target_arch = "x86_64")]
+mod x86_shuffle;
+
+#[cfg(test)]
+mod tests {
+    use crate::chunk::filter::shuffle::{shuffle, unshuffle_portable};
+
+    /// Each x86 bit-untranspose kernel on its own (the dispatcher picks one per CPU),
+    /// against the scalar 8×8 transpose, for row lengths around the vector widths.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn x86_bit_untranspose_kernels_equal_scalar() {
+        use crate::chunk::filter::bitshuffle::transpose8;
+        let mut seed = 0x1234_5678_9ABC_DEF1u64;
+        for rowlen in [0usize, 1, 15, 16, 17, 31, 32, 33, 48, 63, 64, 100, 257] {
+            let plane: Vec<u8> = crate::chunk::random_bytes(&mut seed, 8 * rowlen);
+            let mut want = vec![0u8; 8 * rowlen];
+            for k in 0..rowlen {
+                let x = u64::from_le_bytes(std::array::from_fn(|b| plane[b * rowlen + k]));
+                want[8 * k..8 * k + 8].copy_from_slice(&transpose8(x).to_le_bytes());
+            }
+            let mut sse = vec![0u8; 8 * rowlen];
+            let done = super::x86_bits::bit_untranspose_plane(&plane, rowlen, &mut sse, 0);
+            assert_eq!(done, rowlen / 16 * 16);
+            assert_eq!(sse[..8 * done], want[..8 * done], "sse2 rowlen={rowlen}");
+            if std::is_x86_feature_detected!("avx2") {
+                let mut avx = vec![0u8; 8 * rowlen];
+                // SAFETY: AVX2 support was just checked.
+                let done = unsafe {
+                    super::x86_bits::bit_untranspose_plane_avx2(&plane, rowlen, &mut avx)
+                };
+                assert_eq!(done, rowlen / 32 * 32);
+                assert_eq!(avx[..8 * done], want[..8 * done], "avx2 rowlen={rowlen}");
+            }
+        }
+    }
+
+    /// The x86 kernels for row counts other than 2, 4, 8 and 16 each on their own (the
+    /// dispatcher runs AVX2 where it can and SSE2 only for the rest), against the
+    /// portable unshuffle, for element counts around their 16- and 32-element steps.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn x86_any_width_kernels_equal_portable() {
+        use super::x86_shuffle;
+        use crate::chunk::filter::shuffle::unshuffle_rows_portable;
+        let mut seed = 0x0123_4567_89AB_CDEFu64;
+        for s in (3..=40usize).filter(|s| ![4, 8, 16].contains(s)) {
+            for ne in [0usize, 1, 16, 31, 32, 33, 47, 63, 64, 65, 96, 100, 1000] {
+                let planes: Vec<Vec<u8>> = (0..s)
+                    .map(|_| crate::chunk::random_bytes(&mut seed, ne))
+                    .collect();
+                let rows: Vec<&[u8]> = planes.iter().map(|p| &p[..]).collect();
+                let mut want = vec![0u8; ne * s];
+                unshuffle_rows_portable(&rows, &mut want);
+                let mut sse = vec![0u8; ne * s];
+                let done = x86_shuffle::any_width_sse2(&rows, &mut sse, ne, 0);
+                assert!(done <= ne && (ne < 32 || done > 0), "sse2 s={s} ne={ne}");
+                x86_shuffle::finish(&rows, &mut sse, done, ne);
+                assert_eq!(sse, want, "sse2 s={s} ne={ne}");
+                if std::is_x86_feature_detected!("avx2") {
+                    let mut avx = vec![0u8; ne * s];
+                    // SAFETY: AVX2 support was just checked.
+                    let done = unsafe { x86_shuffle::any_width_avx2(&rows, &mut avx, ne) };
+                    assert!(done <= ne && (ne < 64 || done > 0), "avx2 s={s} ne={ne}");
+                    let done = x86_shuffle::any_width_sse2(&rows, &mut avx, ne, done);
+                    x86_shuffle::finish(&rows, &mut avx, done, ne);
+                    assert_eq!(avx, want, "avx2 s={s} ne={ne}");
+                }
+            }
+        }
+    }
+
+    /// Property check over random (typesize, length, contents): every dispatched kernel
+    /// (byte unshuffle and bit unshuffle, whatever this CPU selects) equals the portable
+    /// one and inverts the forward filter. The seed is fixed; failures print the case.
+    #[test]
+    fn random_cases_equal_portable() {
+        use crate::chunk::filter::bitshuffle::{bitshuffle, bitunshuffle, bitunshuffle_portable};
+        use crate::chunk::filter::shuffle::{shuffle, unshuffle};
+        let mut seed = 0xDEAD_BEEF_CAFE_F00Du64;
+        let mut next = move || crate::chunk::xorshift(&mut seed);
+        for case in 0..400 {
+            let s = 1 + (next() % 33) as usize;
+            let n = (next() % 3000) as usize;
+            let src: Vec<u8> = (0..n * s + (next() % 7) as usize)
+                .map(|_| next() as u8)
+                .collect();
+            let mut sh = vec![0; src.len()];
+            shuffle(s, &src, &mut sh);
+            let (mut fast, mut slow) = (vec![0; src.len()], vec![0; src.len()]);
+            unshuffle(s, &sh, &mut fast);
+            unshuffle_portable(s, &sh, &mut slow);
+            assert!(
+                fast == slow && fast == src,
+                "case {case}: unshuffle s={s} n={n}"
+            );
+            let m = n - n % 8;
+            bitshuffle(s, &src[..n * s], &mut sh[..n * s]);
+            let (mut fast, mut slow) = (vec![0; n * s], vec![0; n * s]);
+            bitunshuffle(s, false, &sh[..n * s], &mut fast);
+            bitunshuffle_portable(s, m, &sh[..n * s], &mut slow);
+            slow[m * s..].copy_from_slice(&sh[m * s..n * s]);
+            assert!(
+                fast == slow && fast[..] == src[..n * s],
+                "case {case}: bitunshuffle s={s} n={n}"
+            );
+        }
+    }
+
+    #[test]
+    fn simd_unshuffle_equals_portable() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for s in 1..=33usize {
+            for len in [0usize, 1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 1000, 4099] {
+                let src: Vec<u8> = crate::chunk::random_bytes(&mut seed, len * s / 4 + len);
+                let mut sh = vec![0; src.len()];
+                shuffle(s, &src, &mut sh);
+                let mut a = vec![0; src.len()];
+                let mut b = vec![0; src.len()];
+                unshuffle_portable(s, &sh, &mut a);
+                if !crate::chunk::filter::shuffle::unshuffle_simd(s, &sh, &mut b) {
+                    continue;
+                }
+                assert_eq!(a, b, "s={s} len={}", src.len());
+                assert_eq!(a, src);
+            }
+        }
+    }
+}

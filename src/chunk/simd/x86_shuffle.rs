@@ -1,0 +1,403 @@
+//! x86_64 byte-unshuffle kernels: `dst[i * s + j] = rows[j][i]` for `s` byte planes.
+//!
+//! Every kernel turns registers holding byte `j` of 16 or 32 elements into registers
+//! holding whole elements, with the unpack network of [`interleave`], on SSE2's 16-byte
+//! registers (the x86_64 baseline) or AVX2's 32-byte ones (chosen at run time): one
+//! network generic over [`Lanes`]. Typesizes 2, 4, 8 and 16 fill whole registers
+//! ([`tiles`], [`tiles_avx2`]); typesize 3 and every one above 4 other than 8 and 16 go in
+//! groups of 16 planes ([`any_width`]).
+
+use std::arch::x86_64::*;
+
+/// `rows.len()` rows of at least `ne` bytes into `dst` (`rows.len() * ne` bytes); false
+/// when there is no kernel for that row count.
+pub(super) fn unshuffle(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> bool {
+    if ne < 16 {
+        return false;
+    }
+    match rows.len() {
+        2 => run::<2>(rows, dst, ne),
+        4 => run::<4>(rows, dst, ne),
+        8 => run::<8>(rows, dst, ne),
+        16 => run::<16>(rows, dst, ne),
+        s if s == 3 || s > 4 => {
+            let mut done = 0;
+            if super::has_avx2() {
+                // SAFETY: AVX2 support was checked at run time.
+                done = unsafe { any_width_avx2(rows, dst, ne) };
+            }
+            done = any_width_sse2(rows, dst, ne, done);
+            finish(rows, dst, done, ne);
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// A SIMD register the kernels run on: SSE2's `__m128i` or AVX2's `__m256i` (whose
+/// unpacks work within each 128-bit lane, so one `__m256i` runs the network of two
+/// `__m128i` side by side).
+///
+/// # Safety
+/// Every method needs the register's instruction set, which the caller guarantees: SSE2
+/// is part of the x86_64 baseline, AVX2 must have been detected at run time. The methods
+/// are not themselves `target_feature` functions so that they can be `inline(always)`
+/// into the callers that are.
+trait Lanes: Copy {
+    /// Bytes in one register (elements per step of a row).
+    const BYTES: usize;
+    /// All zeros.
+    unsafe fn zero() -> Self;
+    /// The bytes of `src`, which must be exactly [`Lanes::BYTES`] long (checked).
+    unsafe fn load(src: &[u8]) -> Self;
+    /// Unpacks of `W`-byte groups (`W` = 1, 2, 4 or 8): the low halves of `a` and `b`
+    /// interleaved, then the high halves (within each 128-bit lane).
+    unsafe fn unpack<const W: usize>(a: Self, b: Self) -> (Self, Self);
+    /// The 128-bit lane `k`.
+    unsafe fn lane(self, k: usize) -> __m128i;
+}
+
+impl Lanes for __m128i {
+    const BYTES: usize = 16;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: SSE2, guaranteed by the caller; a register op.
+        unsafe { _mm_setzero_si128() }
+    }
+    #[inline(always)]
+    unsafe fn load(src: &[u8]) -> Self {
+        assert_eq!(src.len(), 16);
+        // SAFETY: `src` is 16 readable bytes (asserted); unaligned load.
+        unsafe { _mm_loadu_si128(src.as_ptr().cast()) }
+    }
+    #[inline(always)]
+    unsafe fn unpack<const W: usize>(a: Self, b: Self) -> (Self, Self) {
+        // SAFETY: SSE2, guaranteed by the caller; register ops.
+        unsafe {
+            match W {
+                1 => (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b)),
+                2 => (_mm_unpacklo_epi16(a, b), _mm_unpackhi_epi16(a, b)),
+                4 => (_mm_unpacklo_epi32(a, b), _mm_unpackhi_epi32(a, b)),
+                _ => (_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b)),
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn lane(self, _k: usize) -> __m128i {
+        self
+    }
+}
+
+impl Lanes for __m256i {
+    const BYTES: usize = 32;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: AVX, guaranteed by the caller; a register op.
+        unsafe { _mm256_setzero_si256() }
+    }
+    #[inline(always)]
+    unsafe fn load(src: &[u8]) -> Self {
+        assert_eq!(src.len(), 32);
+        // SAFETY: `src` is 32 readable bytes (asserted); unaligned load; AVX guaranteed
+        // by the caller.
+        unsafe { _mm256_loadu_si256(src.as_ptr().cast()) }
+    }
+    #[inline(always)]
+    unsafe fn unpack<const W: usize>(a: Self, b: Self) -> (Self, Self) {
+        // SAFETY: AVX2, guaranteed by the caller; register ops.
+        unsafe {
+            match W {
+                1 => (_mm256_unpacklo_epi8(a, b), _mm256_unpackhi_epi8(a, b)),
+                2 => (_mm256_unpacklo_epi16(a, b), _mm256_unpackhi_epi16(a, b)),
+                4 => (_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b)),
+                _ => (_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b)),
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn lane(self, k: usize) -> __m128i {
+        // SAFETY: AVX2, guaranteed by the caller; register ops.
+        unsafe {
+            if k == 0 {
+                _mm256_castsi256_si128(self)
+            } else {
+                _mm256_extracti128_si256::<1>(self)
+            }
+        }
+    }
+}
+
+/// Turns S registers (register j = byte j of 16 elements, per 128-bit lane) into S
+/// registers holding the 16 elements in order (16*S bytes per lane): log2(S) rounds of
+/// unpacklo/unpackhi.
+///
+/// After round r, register `g * 2^r + e` holds byte group g (2^r bytes wide) of element
+/// group e (16 / 2^r elements); a round merges byte groups 2g and 2g+1 of the same
+/// element group into element groups 2e (lo) and 2e+1 (hi).
+///
+/// # Safety
+/// `V`'s instruction set (see [`Lanes`]).
+#[inline(always)]
+unsafe fn interleave<V: Lanes, const S: usize>(v: [V; S]) -> [V; S] {
+    // One call per round, each with constant trip counts: the compiler unrolls them all
+    // into register operations (a loop over a run-time width kept the 16-row network in
+    // memory, copying all 16 registers with `memcpy` every round).
+    let mut cur = v;
+    // SAFETY (each round): guaranteed by the caller.
+    unsafe {
+        if S > 1 {
+            cur = interleave_round::<V, S, 1>(cur);
+        }
+        if S > 2 {
+            cur = interleave_round::<V, S, 2>(cur);
+        }
+        if S > 4 {
+            cur = interleave_round::<V, S, 4>(cur);
+        }
+        if S > 8 {
+            cur = interleave_round::<V, S, 8>(cur);
+        }
+    }
+    cur
+}
+
+/// One round of [`interleave`]: merges byte groups `W` wide.
+///
+/// # Safety
+/// `V`'s instruction set (see [`Lanes`]).
+#[inline(always)]
+unsafe fn interleave_round<V: Lanes, const S: usize, const W: usize>(cur: [V; S]) -> [V; S] {
+    let mut next = cur;
+    for g2 in 0..S / W / 2 {
+        for e in 0..W {
+            let (a, b) = (cur[2 * g2 * W + e], cur[(2 * g2 + 1) * W + e]);
+            // SAFETY: guaranteed by the caller.
+            let (lo, hi) = unsafe { V::unpack::<W>(a, b) };
+            next[g2 * 2 * W + 2 * e] = lo;
+            next[g2 * 2 * W + 2 * e + 1] = hi;
+        }
+    }
+    next
+}
+
+/// AVX2 for pairs of tiles when the CPU has it, SSE2 for the rest.
+fn run<const S: usize>(rows: &[&[u8]], dst: &mut [u8], ne: usize) {
+    let first = if super::has_avx2() {
+        // SAFETY: AVX2 support was checked at run time.
+        unsafe { tiles_avx2::<S>(rows, dst, ne) }
+    } else {
+        0
+    };
+    tiles::<S>(rows, dst, ne, first);
+}
+
+/// 32 elements per step: each 128-bit lane runs the interleave network on its 16
+/// elements; lane 0 of the S results is tile 2p, lane 1 tile 2p + 1. Returns the number
+/// of 16-element tiles done.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn tiles_avx2<const S: usize>(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> usize {
+    let pairs = ne / 32;
+    // Each row cut to exactly the bytes read, once: the loop's slicing below then needs
+    // no per-step length loads and checks.
+    let rows: [&[u8]; S] = std::array::from_fn(|j| &rows[j][..pairs * 32]);
+    for p in 0..pairs {
+        // SAFETY (loads and network): this function runs with AVX2.
+        let out = unsafe {
+            let mut v = [__m256i::zero(); S];
+            for (slot, row) in v.iter_mut().zip(&rows) {
+                *slot = __m256i::load(&row[p * 32..p * 32 + 32]);
+            }
+            interleave::<__m256i, S>(v)
+        };
+        // Tile 2p is the low lanes of out[0..S] in order, tile 2p + 1 the high lanes:
+        // pairing registers k, k + 1 gives 32-byte stores (half as many as 16-byte ones).
+        let pair = &mut dst[2 * p * 16 * S..(2 * p + 2) * 16 * S];
+        let (t0, t1) = pair.split_at_mut(16 * S);
+        for k in (0..S).step_by(2) {
+            let lo = _mm256_permute2x128_si256::<0x20>(out[k], out[k + 1]);
+            let hi = _mm256_permute2x128_si256::<0x31>(out[k], out[k + 1]);
+            let o0 = &mut t0[k * 16..k * 16 + 32];
+            let o1 = &mut t1[k * 16..k * 16 + 32];
+            // SAFETY: `o0` and `o1` are exactly 32 writable bytes; unaligned stores.
+            unsafe {
+                _mm256_storeu_si256(o0.as_mut_ptr().cast(), lo);
+                _mm256_storeu_si256(o1.as_mut_ptr().cast(), hi);
+            }
+        }
+    }
+    pairs * 2
+}
+
+/// Full tiles of 16 elements from tile `first` on with SSE2, the rest with scalar code.
+fn tiles<const S: usize>(rows: &[&[u8]], dst: &mut [u8], ne: usize, first: usize) {
+    let tiles = ne / 16;
+    for t in first..tiles {
+        // SAFETY: SSE2 is part of the x86_64 baseline.
+        let out = unsafe {
+            let mut v = [__m128i::zero(); S];
+            for (slot, row) in v.iter_mut().zip(rows) {
+                *slot = __m128i::load(&row[t * 16..t * 16 + 16]);
+            }
+            interleave::<__m128i, S>(v)
+        };
+        let tile = &mut dst[t * 16 * S..(t + 1) * 16 * S];
+        for (k, reg) in out.iter().enumerate() {
+            let o = &mut tile[k * 16..k * 16 + 16];
+            // SAFETY: `o` is exactly 16 writable bytes; unaligned store is allowed.
+            unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), *reg) };
+        }
+    }
+    finish(rows, dst, tiles * 16, ne);
+}
+
+/// Elements `from..ne` byte by byte.
+pub(super) fn finish(rows: &[&[u8]], dst: &mut [u8], from: usize, ne: usize) {
+    let s = rows.len();
+    for i in from..ne {
+        for (j, row) in rows.iter().enumerate() {
+            dst[i * s + j] = row[i];
+        }
+    }
+}
+
+/// [`any_width`] with AVX2, from element 0: 32 elements per step.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn any_width_avx2(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> usize {
+    // SAFETY: this function runs with AVX2.
+    unsafe { any_width::<__m256i>(rows, dst, ne, 0) }
+}
+
+/// [`any_width`] with SSE2, from element `from` (a multiple of 16): 16 elements per step.
+pub(super) fn any_width_sse2(rows: &[&[u8]], dst: &mut [u8], ne: usize, from: usize) -> usize {
+    // SAFETY: SSE2 is part of the x86_64 baseline.
+    unsafe { any_width::<__m128i>(rows, dst, ne, from) }
+}
+
+/// Row count 3 and any above 4 other than 8 and 16, `V::BYTES` elements per step from
+/// element `from` (a multiple of it): each group of 16 rows (the last one padded with zero
+/// registers) goes through the 16-row [`interleave`] and is stored by [`group`]. The last,
+/// partial group goes first: its stores run up to 15 bytes into the next element, whose
+/// own stores come later and overwrite them. Steps run while every store stays inside
+/// `dst`; returns the element where they stopped (the caller [`finish`]es the rest).
+///
+/// # Safety
+/// `V`'s instruction set (see [`Lanes`]).
+#[inline(always)]
+unsafe fn any_width<V: Lanes>(rows: &[&[u8]], dst: &mut [u8], ne: usize, from: usize) -> usize {
+    let (s, e) = (rows.len(), V::BYTES);
+    let first = from / e;
+    // A step's stores span (e - 1) * s + 16 * groups bytes from its first element.
+    let span = (e - 1) * s + 16 * s.div_ceil(16);
+    let mut end = ne / e;
+    while end > first && e * (end - 1) * s + span > dst.len() {
+        end -= 1;
+    }
+    let steps = first..end;
+    // SAFETY (every arm): guaranteed by the caller. Common row counts get a copy of the
+    // loop where the count, and so every store offset and group width, is a constant.
+    unsafe {
+        match s {
+            3 => any_width_steps::<V>(rows, dst, steps, 3),
+            5 => any_width_steps::<V>(rows, dst, steps, 5),
+            6 => any_width_steps::<V>(rows, dst, steps, 6),
+            7 => any_width_steps::<V>(rows, dst, steps, 7),
+            9 => any_width_steps::<V>(rows, dst, steps, 9),
+            10 => any_width_steps::<V>(rows, dst, steps, 10),
+            11 => any_width_steps::<V>(rows, dst, steps, 11),
+            12 => any_width_steps::<V>(rows, dst, steps, 12),
+            13 => any_width_steps::<V>(rows, dst, steps, 13),
+            14 => any_width_steps::<V>(rows, dst, steps, 14),
+            15 => any_width_steps::<V>(rows, dst, steps, 15),
+            24 => any_width_steps::<V>(rows, dst, steps, 24),
+            32 => any_width_steps::<V>(rows, dst, steps, 32),
+            _ => any_width_steps::<V>(rows, dst, steps, s),
+        }
+    }
+    end.max(first) * e
+}
+
+/// The steps `steps` of [`any_width`] for `s = rows.len()` rows.
+///
+/// # Safety
+/// `V`'s instruction set (see [`Lanes`]).
+#[inline(always)]
+unsafe fn any_width_steps<V: Lanes>(
+    rows: &[&[u8]],
+    dst: &mut [u8],
+    steps: std::ops::Range<usize>,
+    s: usize,
+) {
+    let e = V::BYTES;
+    let span = (e - 1) * s + 16 * s.div_ceil(16);
+    let (full, rest) = (s / 16, s % 16);
+    let (part, col) = (&rows[16 * full..], 16 * full);
+    for p in steps {
+        let o = &mut dst[e * p * s..][..span];
+        // SAFETY (every group): guaranteed by the caller.
+        unsafe {
+            match rest {
+                1 => group::<V, 1>(part, p, o, s, col),
+                2 => group::<V, 2>(part, p, o, s, col),
+                3 => group::<V, 3>(part, p, o, s, col),
+                4 => group::<V, 4>(part, p, o, s, col),
+                5 => group::<V, 5>(part, p, o, s, col),
+                6 => group::<V, 6>(part, p, o, s, col),
+                7 => group::<V, 7>(part, p, o, s, col),
+                8 => group::<V, 8>(part, p, o, s, col),
+                9 => group::<V, 9>(part, p, o, s, col),
+                10 => group::<V, 10>(part, p, o, s, col),
+                11 => group::<V, 11>(part, p, o, s, col),
+                12 => group::<V, 12>(part, p, o, s, col),
+                13 => group::<V, 13>(part, p, o, s, col),
+                14 => group::<V, 14>(part, p, o, s, col),
+                15 => group::<V, 15>(part, p, o, s, col),
+                _ => {}
+            }
+            for g in 0..full {
+                group::<V, 16>(&rows[16 * g..], p, o, s, 16 * g);
+            }
+        }
+    }
+}
+
+/// Step `p` (elements `e·p .. e·p + e`, `e = V::BYTES`) of the `R` rows `rows[..R]`, which
+/// are bytes `col..col + R` of elements of `s` bytes: after the 16-row [`interleave`]
+/// (with 16 - R zero registers), 128-bit lane `l` of register k holds element 16l + k's
+/// 16 bytes from `col`; each is stored at its place in `o` (the step's elements), in
+/// element order.
+///
+/// # Safety
+/// `V`'s instruction set (see [`Lanes`]).
+#[inline(always)]
+unsafe fn group<V: Lanes, const R: usize>(
+    rows: &[&[u8]],
+    p: usize,
+    o: &mut [u8],
+    s: usize,
+    col: usize,
+) {
+    let e = V::BYTES;
+    // SAFETY: guaranteed by the caller; the loads are of exactly `e` bytes (checked).
+    let out = unsafe {
+        let mut v = [V::zero(); 16];
+        for (slot, row) in v.iter_mut().zip(&rows[..R]) {
+            *slot = V::load(&row[p * e..][..e]);
+        }
+        interleave::<V, 16>(v)
+    };
+    for l in 0..e / 16 {
+        for (k, reg) in out.iter().enumerate() {
+            let at = (16 * l + k) * s + col;
+            let to = &mut o[at..at + 16];
+            // SAFETY: `to` is exactly 16 writable bytes; unaligned store; the lane
+            // extraction needs `V`'s instruction set, guaranteed by the caller.
+            unsafe { _mm_storeu_si128(to.as_mut_ptr().cast(), reg.lane(l)) };
+        }
+    }
+}
