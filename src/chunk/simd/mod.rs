@@ -141,16 +141,17 @@ mod tests {
         }
     }
 
-    /// The x86 kernels for row counts other than 2, 4, 8 and 16 each on their own (the
-    /// dispatcher runs AVX2 where it can and SSE2 only for the rest), against the
-    /// portable unshuffle, for element counts around their 16- and 32-element steps.
+    /// Each x86 byte-unshuffle kernel on its own (the dispatcher runs AVX2 where it can
+    /// and SSE2 only for the rest), with AVX2 and without, against the portable
+    /// unshuffle, for element counts around their 16- and 32-element steps.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn x86_any_width_kernels_equal_portable() {
-        use super::x86_shuffle;
+    fn x86_unshuffle_kernels_equal_portable() {
+        use super::x86_shuffle::{any_width_avx2, any_width_sse2, finish, run};
         use crate::chunk::filter::shuffle::unshuffle_rows_portable;
         let mut seed = 0x0123_4567_89AB_CDEFu64;
-        for s in (3..=40usize).filter(|s| ![4, 8, 16].contains(s)) {
+        let has_avx2 = std::is_x86_feature_detected!("avx2");
+        for s in 2..=40usize {
             for ne in [0usize, 1, 16, 31, 32, 33, 47, 63, 64, 65, 96, 100, 1000] {
                 let planes: Vec<Vec<u8>> = (0..s)
                     .map(|_| crate::chunk::random_bytes(&mut seed, ne))
@@ -158,19 +159,26 @@ mod tests {
                 let rows: Vec<&[u8]> = planes.iter().map(|p| &p[..]).collect();
                 let mut want = vec![0u8; ne * s];
                 unshuffle_rows_portable(&rows, &mut want);
-                let mut sse = vec![0u8; ne * s];
-                let done = x86_shuffle::any_width_sse2(&rows, &mut sse, ne, 0);
-                assert!(done <= ne && (ne < 32 || done > 0), "sse2 s={s} ne={ne}");
-                x86_shuffle::finish(&rows, &mut sse, done, ne);
-                assert_eq!(sse, want, "sse2 s={s} ne={ne}");
-                if std::is_x86_feature_detected!("avx2") {
-                    let mut avx = vec![0u8; ne * s];
-                    // SAFETY: AVX2 support was just checked.
-                    let done = unsafe { x86_shuffle::any_width_avx2(&rows, &mut avx, ne) };
-                    assert!(done <= ne && (ne < 64 || done > 0), "avx2 s={s} ne={ne}");
-                    let done = x86_shuffle::any_width_sse2(&rows, &mut avx, ne, done);
-                    x86_shuffle::finish(&rows, &mut avx, done, ne);
-                    assert_eq!(avx, want, "avx2 s={s} ne={ne}");
+                for avx2 in [false, true].into_iter().filter(|&a| !a || has_avx2) {
+                    let mut got = vec![0u8; ne * s];
+                    match s {
+                        2 => run::<2>(&rows, &mut got, ne, avx2),
+                        4 => run::<4>(&rows, &mut got, ne, avx2),
+                        8 => run::<8>(&rows, &mut got, ne, avx2),
+                        16 => run::<16>(&rows, &mut got, ne, avx2),
+                        _ => {
+                            let mut done = 0;
+                            if avx2 {
+                                // SAFETY: AVX2 support was checked above.
+                                done = unsafe { any_width_avx2(&rows, &mut got, ne) };
+                                assert!(ne < 64 || done > 0, "s={s} ne={ne}");
+                            }
+                            done = any_width_sse2(&rows, &mut got, ne, done);
+                            assert!(done <= ne && (ne < 32 || done > 0), "s={s} ne={ne}");
+                            finish(&rows, &mut got, done, ne);
+                        }
+                    }
+                    assert_eq!(got, want, "s={s} ne={ne} avx2={avx2}");
                 }
             }
         }

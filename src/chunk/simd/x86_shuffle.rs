@@ -16,10 +16,10 @@ pub(super) fn unshuffle(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> bool {
         return false;
     }
     match rows.len() {
-        2 => run::<2>(rows, dst, ne),
-        4 => run::<4>(rows, dst, ne),
-        8 => run::<8>(rows, dst, ne),
-        16 => run::<16>(rows, dst, ne),
+        2 => run::<2>(rows, dst, ne, super::has_avx2()),
+        4 => run::<4>(rows, dst, ne, super::has_avx2()),
+        8 => run::<8>(rows, dst, ne, super::has_avx2()),
+        16 => run::<16>(rows, dst, ne, super::has_avx2()),
         s if s == 3 || s > 4 => {
             let mut done = 0;
             if super::has_avx2() {
@@ -180,10 +180,11 @@ unsafe fn interleave_round<V: Lanes, const S: usize, const W: usize>(cur: [V; S]
     next
 }
 
-/// AVX2 for pairs of tiles when the CPU has it, SSE2 for the rest.
-fn run<const S: usize>(rows: &[&[u8]], dst: &mut [u8], ne: usize) {
-    let first = if super::has_avx2() {
-        // SAFETY: AVX2 support was checked at run time.
+/// Typesizes 2, 4, 8 and 16: AVX2 for pairs of tiles when `avx2` (which the caller has
+/// checked the CPU has), SSE2 for the rest.
+pub(super) fn run<const S: usize>(rows: &[&[u8]], dst: &mut [u8], ne: usize, avx2: bool) {
+    let first = if avx2 {
+        // SAFETY: the caller checked AVX2 support at run time.
         unsafe { tiles_avx2::<S>(rows, dst, ne) }
     } else {
         0
