@@ -335,6 +335,8 @@ unsafe fn any_width_steps<V: Lanes>(
     s: usize,
 ) {
     let e = V::BYTES;
+    // Recomputed from `s` (a constant in most copies) rather than passed in, so that the
+    // compiler sees every store of a step inside `o` and drops the checks.
     let span = (e - 1) * s + 16 * s.div_ceil(16);
     let (full, rest) = (s / 16, s % 16);
     let (part, col) = (&rows[16 * full..], 16 * full);
