@@ -4,8 +4,9 @@
 //! inputs. The choice is made once per process: `DATAFUSION_BLOSC2_SIMD=off` forces the
 //! portable path without recompiling. Returning `false` means "no kernel here, use the
 //! portable one". This file dispatches; `x86_shuffle` holds the byte-unshuffle kernels
-//! (SSE2 and AVX2, one unpack network generic over the register type) and `x86_bits` the
-//! bit unshuffle's plane transpose.
+//! (SSE2 and AVX2, one unpack network generic over the register type), `x86_bits` the
+//! bit unshuffle's plane transpose, and `x86_lanes` the register trait both are written
+//! against.
 #![allow(unsafe_code)]
 
 use std::sync::OnceLock;
@@ -104,6 +105,8 @@ fn has_avx2() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod x86_bits;
+#[cfg(target_arch = "x86_64")]
+mod x86_lanes;
 #[cfg(target_arch = "x86_64")]
 mod x86_shuffle;
 

@@ -2,6 +2,7 @@
 //! plane (`filter::bitshuffle`), 16 row bytes per step with SSE2 (the x86_64 baseline)
 //! and 32 with AVX2 (chosen at run time by the caller).
 
+use super::x86_lanes::Lanes;
 use std::arch::x86_64::*;
 
 /// 16 row bytes at a time: an 8×16 byte transpose (unpack rounds) puts byte `k` of the
@@ -17,22 +18,21 @@ pub(super) fn bit_untranspose_plane(
     // `plane` and `out` are already advanced by `start` row bytes / `8 * start` bytes.
     let done = (rowlen - start) / 16 * 16;
     for k in (0..done).step_by(16) {
-        // SAFETY: SSE2 is part of the x86_64 baseline; a register op.
-        let mut r = [unsafe { _mm_setzero_si128() }; 8];
-        for (b, slot) in r.iter_mut().enumerate() {
-            let row = &plane[b * rowlen + k..b * rowlen + k + 16];
-            // SAFETY: `row` is exactly 16 readable bytes (bounds checked by the slice:
-            // k + 16 <= done <= rowlen and the caller checked 8 * rowlen <= len);
-            // unaligned loads are allowed.
-            *slot = unsafe { _mm_loadu_si128(row.as_ptr().cast()) };
-        }
-        // SAFETY: register-only SSE2 ops (baseline on x86_64).
-        let lanes = unsafe { rows_to_lanes(r) };
-        for (i, v) in lanes.iter().enumerate() {
+        // SAFETY: SSE2 is part of the x86_64 baseline; the loads are of exactly 16 bytes
+        // (slice-checked: k + 16 <= done <= rowlen and the caller checked
+        // 8 * rowlen <= len).
+        let lanes = unsafe {
+            let mut r = [__m128i::zero(); 8];
+            for (b, slot) in r.iter_mut().enumerate() {
+                *slot = __m128i::load(&plane[b * rowlen + k..b * rowlen + k + 16]);
+            }
+            rows_to_lanes(r)
+        };
+        for (i, v) in lanes.flat_map(|(lo, hi)| [lo, hi]).enumerate() {
             let o = &mut out[8 * (k + 2 * i)..8 * (k + 2 * i) + 16];
             // SAFETY: `o` is exactly 16 writable bytes; unaligned store is allowed;
             // `transpose8x2` is register-only.
-            unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), transpose8x2(*v)) };
+            unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), transpose8x2(v)) };
         }
     }
     done
@@ -51,56 +51,25 @@ pub(super) unsafe fn bit_untranspose_plane_avx2(
 ) -> usize {
     let done = rowlen / 32 * 32;
     for k in (0..done).step_by(32) {
-        let mut r = [_mm256_setzero_si256(); 8];
-        for (b, slot) in r.iter_mut().enumerate() {
-            let row = &plane[b * rowlen + k..b * rowlen + k + 32];
-            // SAFETY: `row` is exactly 32 readable bytes (slice-checked); unaligned
-            // loads are allowed.
-            *slot = unsafe { _mm256_loadu_si256(row.as_ptr().cast()) };
-        }
-        let a = [
-            _mm256_unpacklo_epi8(r[0], r[1]),
-            _mm256_unpackhi_epi8(r[0], r[1]),
-            _mm256_unpacklo_epi8(r[2], r[3]),
-            _mm256_unpackhi_epi8(r[2], r[3]),
-            _mm256_unpacklo_epi8(r[4], r[5]),
-            _mm256_unpackhi_epi8(r[4], r[5]),
-            _mm256_unpacklo_epi8(r[6], r[7]),
-            _mm256_unpackhi_epi8(r[6], r[7]),
-        ];
-        let b0123 = [
-            _mm256_unpacklo_epi16(a[0], a[2]),
-            _mm256_unpackhi_epi16(a[0], a[2]),
-            _mm256_unpacklo_epi16(a[1], a[3]),
-            _mm256_unpackhi_epi16(a[1], a[3]),
-        ];
-        let b4567 = [
-            _mm256_unpacklo_epi16(a[4], a[6]),
-            _mm256_unpackhi_epi16(a[4], a[6]),
-            _mm256_unpacklo_epi16(a[5], a[7]),
-            _mm256_unpackhi_epi16(a[5], a[7]),
-        ];
-        for q in 0..4 {
-            for (h, v) in [
-                _mm256_unpacklo_epi32(b0123[q], b4567[q]),
-                _mm256_unpackhi_epi32(b0123[q], b4567[q]),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let t = transpose8x4(v);
-                // Register i = 2q + h holds row bytes k + 2i, k + 2i + 1 in its low
-                // lane and k + 16 + 2i, k + 17 + 2i in its high lane.
-                let i = 2 * q + h;
-                let lo = &mut out[8 * (k + 2 * i)..8 * (k + 2 * i) + 16];
-                // SAFETY: `lo` is exactly 16 writable bytes; unaligned store.
-                unsafe { _mm_storeu_si128(lo.as_mut_ptr().cast(), _mm256_castsi256_si128(t)) };
-                let hi = &mut out[8 * (k + 16 + 2 * i)..8 * (k + 16 + 2 * i) + 16];
-                // SAFETY: as above.
-                unsafe {
-                    _mm_storeu_si128(hi.as_mut_ptr().cast(), _mm256_extracti128_si256::<1>(t))
-                };
+        // SAFETY: this function runs with AVX2; the loads are of exactly 32 bytes
+        // (slice-checked).
+        let lanes = unsafe {
+            let mut r = [__m256i::zero(); 8];
+            for (b, slot) in r.iter_mut().enumerate() {
+                *slot = __m256i::load(&plane[b * rowlen + k..b * rowlen + k + 32]);
             }
+            rows_to_lanes(r)
+        };
+        for (i, v) in lanes.flat_map(|(lo, hi)| [lo, hi]).enumerate() {
+            let t = transpose8x4(v);
+            // Register i holds row bytes k + 2i, k + 2i + 1 in its low lane and
+            // k + 16 + 2i, k + 17 + 2i in its high lane.
+            let lo = &mut out[8 * (k + 2 * i)..8 * (k + 2 * i) + 16];
+            // SAFETY: `lo` is exactly 16 writable bytes; unaligned store.
+            unsafe { _mm_storeu_si128(lo.as_mut_ptr().cast(), _mm256_castsi256_si128(t)) };
+            let hi = &mut out[8 * (k + 16 + 2 * i)..8 * (k + 16 + 2 * i) + 16];
+            // SAFETY: as above.
+            unsafe { _mm_storeu_si128(hi.as_mut_ptr().cast(), _mm256_extracti128_si256::<1>(t)) };
         }
     }
     done
@@ -126,43 +95,29 @@ fn transpose8x4(mut x: __m256i) -> __m256i {
     _mm256_xor_si256(_mm256_xor_si256(x, t), _mm256_slli_epi64::<28>(t))
 }
 
-/// `r[b]` = bytes k..k+16 of row b → 8 registers, register i holding
-/// `[r0[2i], …, r7[2i], r0[2i+1], …, r7[2i+1]]`.
+/// `r[b]` = bytes k..k+16 of row b (per 128-bit lane) → 4 pairs of registers, pair q
+/// holding `[r0[4q], …, r7[4q], r0[4q+1], …, r7[4q+1]]` and the same for `4q + 2` and
+/// `4q + 3` (per lane): byte `k'` of the 8 rows in one 64-bit lane, for row bytes
+/// `4q .. 4q + 4`.
 ///
 /// # Safety
-/// Needs SSE2 (x86_64 baseline). No memory access.
-unsafe fn rows_to_lanes(r: [__m128i; 8]) -> [__m128i; 8] {
-    // SAFETY: SSE2 register ops, guaranteed by the caller.
+/// `V`'s instruction set (see [`Lanes`]). No memory access.
+#[inline(always)]
+unsafe fn rows_to_lanes<V: Lanes>(r: [V; 8]) -> impl Iterator<Item = (V, V)> {
+    // SAFETY: register ops, guaranteed by the caller.
     unsafe {
-        let a = [
-            _mm_unpacklo_epi8(r[0], r[1]),
-            _mm_unpackhi_epi8(r[0], r[1]),
-            _mm_unpacklo_epi8(r[2], r[3]),
-            _mm_unpackhi_epi8(r[2], r[3]),
-            _mm_unpacklo_epi8(r[4], r[5]),
-            _mm_unpackhi_epi8(r[4], r[5]),
-            _mm_unpacklo_epi8(r[6], r[7]),
-            _mm_unpackhi_epi8(r[6], r[7]),
-        ];
-        // b0123[q] / b4567[q]: rows 0–3 / 4–7 for k = 4q .. 4q+4.
-        let b0123 = [
-            _mm_unpacklo_epi16(a[0], a[2]),
-            _mm_unpackhi_epi16(a[0], a[2]),
-            _mm_unpacklo_epi16(a[1], a[3]),
-            _mm_unpackhi_epi16(a[1], a[3]),
-        ];
-        let b4567 = [
-            _mm_unpacklo_epi16(a[4], a[6]),
-            _mm_unpackhi_epi16(a[4], a[6]),
-            _mm_unpacklo_epi16(a[5], a[7]),
-            _mm_unpackhi_epi16(a[5], a[7]),
-        ];
-        let mut out = [_mm_setzero_si128(); 8];
-        for q in 0..4 {
-            out[2 * q] = _mm_unpacklo_epi32(b0123[q], b4567[q]);
-            out[2 * q + 1] = _mm_unpackhi_epi32(b0123[q], b4567[q]);
+        let mut a = [V::zero(); 8];
+        for j in 0..4 {
+            (a[2 * j], a[2 * j + 1]) = V::unpack::<1>(r[2 * j], r[2 * j + 1]);
         }
-        out
+        // b0123[q] / b4567[q]: rows 0–3 / 4–7 for k = 4q .. 4q+4.
+        let (x, y) = (V::unpack::<2>(a[0], a[2]), V::unpack::<2>(a[1], a[3]));
+        let b0123 = [x.0, x.1, y.0, y.1];
+        let (x, y) = (V::unpack::<2>(a[4], a[6]), V::unpack::<2>(a[5], a[7]));
+        let b4567 = [x.0, x.1, y.0, y.1];
+        // The last round runs as the caller takes the pairs (an array of all 8 results
+        // kept the AVX2 caller's loop from unrolling: 3–7 % slower).
+        (0..4).map(move |q| V::unpack::<4>(b0123[q], b4567[q]))
     }
 }
 
