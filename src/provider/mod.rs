@@ -1,6 +1,7 @@
 //! L5: DataFusion. The only module that names DataFusion types: the table provider and its
 //! scan, filter pushdown, `STORED AS BLOSC2`, and the `SessionContext` extension.
 
+pub mod aggregate;
 pub mod exec;
 pub mod multi;
 pub mod prune;
@@ -8,6 +9,7 @@ pub mod pushdown;
 pub mod session;
 pub mod table;
 
+pub use aggregate::{Blosc2AggregateExec, Blosc2AggregatePushdown};
 pub use exec::Blosc2Exec;
 pub use multi::Blosc2MultiTable;
 pub use session::{

@@ -5,6 +5,7 @@
 //! Locations with a scheme (`s3://bucket/x.b2nd`, `http://host/x.b2nd`, `memory:///x`)
 //! use the object store registered in the session's runtime; plain paths are local files.
 
+use super::aggregate::{Blosc2AggregatePushdown, RULE_NAME};
 use super::multi::{Blosc2MultiTable, MEMBER_EXTENSIONS, glob_match};
 use super::table::Blosc2Table;
 use super::to_df;
@@ -296,7 +297,24 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
     }
 }
 
-/// Blosc2 methods on [`SessionContext`].
+/// Adds [`Blosc2AggregatePushdown`] to the physical optimizer of `ctx`, once.
+fn install_aggregate_pushdown(ctx: &SessionContext) {
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    if state
+        .physical_optimizers()
+        .iter()
+        .any(|r| r.name() == RULE_NAME)
+    {
+        return;
+    }
+    *state = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
+        .with_physical_optimizer_rule(Arc::new(Blosc2AggregatePushdown))
+        .build();
+}
+
+/// Blosc2 methods on [`SessionContext`]. Each also installs [`Blosc2AggregatePushdown`]
+/// in the session (ungrouped `sum`/`avg`/`count` folded in the scan).
 #[async_trait]
 pub trait Blosc2SessionExt {
     /// Registers the container at `location` (or the containers a glob or directory
@@ -314,16 +332,19 @@ pub trait Blosc2SessionExt {
 impl Blosc2SessionExt for SessionContext {
     async fn register_blosc2(&self, name: &str, location: &str, opts: Blosc2Options) -> Result<()> {
         let t = open_provider(&self.runtime_env(), location, &opts).await?;
+        install_aggregate_pushdown(self);
         self.register_table(name, t)?;
         Ok(())
     }
 
     async fn read_blosc2(&self, location: &str, opts: Blosc2Options) -> Result<DataFrame> {
         let t = open_provider(&self.runtime_env(), location, &opts).await?;
+        install_aggregate_pushdown(self);
         self.read_table(t)
     }
 
     fn enable_blosc2(&self) {
+        install_aggregate_pushdown(self);
         self.state_ref()
             .write()
             .table_factories_mut()

@@ -3,6 +3,7 @@
 // Boxes are `&[Range<u64>]`, one range per dimension.
 #![allow(clippy::single_range_in_vec_init)]
 
+mod aggregate;
 mod arrow_values;
 mod chunk_compat;
 mod chunk_fixtures;

@@ -1,0 +1,387 @@
+//! Aggregates fused into the scan: an ungrouped `sum`, `avg` or `count` straight over a
+//! [`Blosc2Exec`] is folded as the scan's batches arrive, without the `CAST` copies and
+//! per-batch work of DataFusion's partial `AggregateExec` (which cost about half of an
+//! LZ4 decode on a full-column `sum` of `Float32`).
+//!
+//! [`Blosc2AggregatePushdown`] is a physical optimizer rule. It replaces
+//! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and casts) over a
+//! `Blosc2Exec` (optionally in DataFusion's `CooperativeExec`) with a
+//! [`Blosc2AggregateExec`] that yields the same partial state, one row per partition, so
+//! DataFusion's final aggregation above it is unchanged. A one-partition scan under
+//! `AggregateExec(Single)` gets the aggregates' values the same way. Anything it
+//! does not recognise exactly (grouping, `DISTINCT`, `FILTER`, other functions, decimals,
+//! casts that are not widenings) keeps DataFusion's plan.
+
+mod fold;
+
+use super::exec::Blosc2Exec;
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+pub use fold::{AggKind, SumType};
+use fold::{AggState, Sum};
+use futures::StreamExt;
+use std::fmt;
+use std::sync::Arc;
+
+/// The physical optimizer rule that fuses ungrouped `sum`/`avg`/`count` into Blosc2 scans
+/// (see the module docs). [`crate::provider::Blosc2SessionExt`] installs it.
+#[derive(Debug, Default)]
+pub struct Blosc2AggregatePushdown;
+
+/// The name the rule goes by in a session.
+pub const RULE_NAME: &str = "blosc2_aggregate_pushdown";
+
+impl PhysicalOptimizerRule for Blosc2AggregatePushdown {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_down(|p| {
+            Ok(match fuse(&p) {
+                Some(f) => Transformed::yes(f),
+                None => Transformed::no(p),
+            })
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        RULE_NAME
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// One aggregate the fused node computes.
+#[derive(Debug, Clone)]
+pub struct FusedAggregate {
+    /// What it computes.
+    pub kind: AggKind,
+    /// The scan column it reads; `None` counts rows (`count(*)`).
+    pub column: Option<usize>,
+    /// The accumulator type of `sum` and `avg` (`count` uses none).
+    pub sum_type: Option<SumType>,
+    /// DataFusion's name of the aggregate, for display.
+    pub name: String,
+}
+
+/// `plan` with its partial aggregation fused into the scan below it, if it has that shape.
+fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    let agg = plan.downcast_ref::<AggregateExec>()?;
+    let partitions = agg.input().properties().partitioning.partition_count();
+    let output = match agg.mode() {
+        AggregateMode::Partial => Output::PartialState,
+        // Small scans plan one partition and a one-step aggregation.
+        AggregateMode::Single if partitions == 1 => Output::Final,
+        _ => return None,
+    };
+    if !agg.group_expr().is_empty() || agg.filter_expr().iter().any(Option::is_some) {
+        return None;
+    }
+    let (below, projection) = match agg.input().downcast_ref::<ProjectionExec>() {
+        Some(p) => (p.input(), Some(p)),
+        None => (agg.input(), None),
+    };
+    // DataFusion may have wrapped the scan in a `CooperativeExec`, which stays.
+    let scan_exec = match below.downcast_ref::<CooperativeExec>() {
+        Some(c) => c.input(),
+        None => below,
+    }
+    .downcast_ref::<Blosc2Exec>()?;
+    let scan_schema = scan_exec.schema();
+    let mut aggs = Vec::new();
+    for a in agg.aggr_expr() {
+        if a.is_distinct() || !a.order_bys().is_empty() {
+            return None;
+        }
+        let kind = match a.fun().name() {
+            "count" => AggKind::Count,
+            "sum" => AggKind::Sum,
+            "avg" => AggKind::Avg,
+            _ => return None,
+        };
+        let [arg] = a.expressions().try_into().ok()?;
+        let (column, sum_type) = match resolve(&arg, projection)? {
+            Arg::Rows if kind == AggKind::Count => (None, None),
+            Arg::Column(c, cast) => {
+                let t = scan_schema.field(c).data_type();
+                match kind {
+                    // Counting non-nulls: a cast keeps nulls where they are, but could fail.
+                    AggKind::Count if cast.is_none() => (Some(c), None),
+                    AggKind::Count => return None,
+                    _ => {
+                        let st = SumType::of(kind, t)?;
+                        // The argument's type must be the sum type: the column itself or a
+                        // widening cast to it (DataFusion's coercion).
+                        if cast.as_ref().unwrap_or(t) != &st.data_type() {
+                            return None;
+                        }
+                        (Some(c), Some(st))
+                    }
+                }
+            }
+            Arg::Rows => return None,
+        };
+        aggs.push(FusedAggregate {
+            kind,
+            column,
+            sum_type,
+            name: a.name().to_string(),
+        });
+    }
+    let schema = agg.schema();
+    let types = output_types(&aggs, output);
+    if !types.eq(schema.fields().iter().map(|f| f.data_type().clone())) {
+        return None;
+    }
+    Some(Arc::new(Blosc2AggregateExec::new(
+        Arc::clone(below),
+        aggs,
+        output,
+        schema,
+    )))
+}
+
+/// What an aggregate's argument reads.
+enum Arg {
+    /// Every row (a non-null literal, as `count(*)` plans).
+    Rows,
+    /// A scan column, optionally cast to a type.
+    Column(usize, Option<DataType>),
+}
+
+/// Resolves an aggregate argument (over `projection`'s output, if any) to what it reads
+/// from the scan: a column, a column under one cast, or a non-null literal.
+fn resolve(e: &Arc<dyn PhysicalExpr>, projection: Option<&ProjectionExec>) -> Option<Arg> {
+    if let Some(c) = e.downcast_ref::<Column>() {
+        return match projection {
+            Some(p) => resolve(&p.expr().get(c.index())?.expr, None),
+            None => Some(Arg::Column(c.index(), None)),
+        };
+    }
+    if let Some(cast) = e.downcast_ref::<CastExpr>() {
+        return match resolve(cast.expr(), projection)? {
+            Arg::Column(c, None) => Some(Arg::Column(c, Some(cast.cast_type().clone()))),
+            _ => None,
+        };
+    }
+    match e.downcast_ref::<Literal>() {
+        Some(l) if !l.value().is_null() => Some(Arg::Rows),
+        _ => None,
+    }
+}
+
+/// What the fused node yields, as the `AggregateExec` it replaces did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// DataFusion's partial state (mode `Partial`), for its final aggregation above.
+    PartialState,
+    /// The aggregates' values (mode `Single`, over one partition).
+    Final,
+}
+
+/// The column types `aggs` produce in order: `count` → `Int64`; `sum` → its sum type;
+/// `avg` → `Float64`, or as partial state a `UInt64` count and a `Float64` sum
+/// (DataFusion's state fields).
+fn output_types(aggs: &[FusedAggregate], output: Output) -> impl Iterator<Item = DataType> + '_ {
+    aggs.iter().flat_map(move |a| match (a.kind, a.sum_type) {
+        (AggKind::Count, _) => vec![DataType::Int64],
+        (AggKind::Sum, Some(t)) => vec![t.data_type()],
+        (AggKind::Avg, _) if output == Output::Final => vec![DataType::Float64],
+        (AggKind::Avg, _) => vec![DataType::UInt64, DataType::Float64],
+        (AggKind::Sum, None) => vec![DataType::Null],
+    })
+}
+
+/// The aggregation of a scan: reads every batch of its input partition and yields one row,
+/// of DataFusion's partial aggregate state or of the aggregates' values ([`Output`]).
+#[derive(Debug)]
+pub struct Blosc2AggregateExec {
+    input: Arc<dyn ExecutionPlan>,
+    aggs: Vec<FusedAggregate>,
+    output: Output,
+    schema: SchemaRef,
+    props: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl Blosc2AggregateExec {
+    /// The fused aggregation of `aggs` over `input`, producing `output` in `schema` (the
+    /// output schema of the `AggregateExec` it replaces).
+    pub fn new(
+        input: Arc<dyn ExecutionPlan>,
+        aggs: Vec<FusedAggregate>,
+        output: Output,
+        schema: SchemaRef,
+    ) -> Self {
+        let partitions = input.properties().partitioning.partition_count();
+        let props = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        Self {
+            input,
+            aggs,
+            output,
+            schema,
+            props: Arc::new(props),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    /// The aggregates it computes.
+    pub fn aggregates(&self) -> &[FusedAggregate] {
+        &self.aggs
+    }
+}
+
+impl DisplayAs for Blosc2AggregateExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let names: Vec<&str> = self.aggs.iter().map(|a| a.name.as_str()).collect();
+        let mode = match self.output {
+            Output::PartialState => "Partial",
+            Output::Final => "Single",
+        };
+        write!(
+            f,
+            "Blosc2AggregateExec: mode={mode}, aggr=[{}]",
+            names.join(", ")
+        )
+    }
+}
+
+impl ExecutionPlan for Blosc2AggregateExec {
+    fn name(&self) -> &str {
+        "Blosc2AggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(
+            &Arc<dyn PhysicalExpr>,
+        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [input] = <[_; 1]>::try_from(children)
+            .map_err(|_| DataFusionError::Internal("Blosc2AggregateExec has one child".into()))?;
+        Ok(Arc::new(Self::new(
+            input,
+            self.aggs.clone(),
+            self.output,
+            Arc::clone(&self.schema),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let mut input = self.input.execute(partition, context)?;
+        let aggs = self.aggs.clone();
+        let output = self.output;
+        let schema = Arc::clone(&self.schema);
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let out = futures::stream::once(async move {
+            let mut states: Vec<AggState> = aggs
+                .iter()
+                .map(|a| AggState::new(a.sum_type.unwrap_or(SumType::I64)))
+                .collect();
+            while let Some(batch) = input.next().await {
+                let batch = batch?;
+                let _t = baseline.elapsed_compute().timer();
+                for (a, s) in aggs.iter().zip(&mut states) {
+                    match (a.kind, a.column) {
+                        (_, None) => s.add_rows(batch.num_rows()),
+                        (AggKind::Count, Some(c)) => s.add_count(batch.column(c).as_ref()),
+                        (_, Some(c)) => s.add_values(batch.column(c)),
+                    }
+                }
+            }
+            let batch = output_batch(&schema, &aggs, output, &states)?;
+            baseline.record_output(batch.num_rows());
+            baseline.done();
+            Ok(batch)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            out,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+/// The one output row: per aggregate, the columns [`output_types`] lists. A sum or
+/// average over no non-null value is null, as in DataFusion.
+fn output_batch(
+    schema: &SchemaRef,
+    aggs: &[FusedAggregate],
+    output: Output,
+    states: &[AggState],
+) -> Result<RecordBatch> {
+    let mut cols: Vec<ArrayRef> = Vec::new();
+    for (a, s) in aggs.iter().zip(states) {
+        let sum: ArrayRef = match (s.count > 0, s.sum) {
+            (true, Sum::I64(x)) => Arc::new(Int64Array::from(vec![x])),
+            (true, Sum::U64(x)) => Arc::new(UInt64Array::from(vec![x])),
+            (true, Sum::F64(x)) => Arc::new(Float64Array::from(vec![x])),
+            (false, Sum::I64(_)) => Arc::new(Int64Array::from(vec![None])),
+            (false, Sum::U64(_)) => Arc::new(UInt64Array::from(vec![None])),
+            (false, Sum::F64(_)) => Arc::new(Float64Array::from(vec![None])),
+        };
+        match a.kind {
+            AggKind::Count => cols.push(Arc::new(Int64Array::from(vec![s.count as i64]))),
+            AggKind::Sum => cols.push(sum),
+            AggKind::Avg if output == Output::Final => {
+                let avg = match s.sum {
+                    Sum::F64(x) if s.count > 0 => Some(x / s.count as f64),
+                    _ => None,
+                };
+                cols.push(Arc::new(Float64Array::from(vec![avg])));
+            }
+            AggKind::Avg => {
+                cols.push(Arc::new(UInt64Array::from(vec![s.count])));
+                cols.push(sum);
+            }
+        }
+    }
+    Ok(RecordBatch::try_new(Arc::clone(schema), cols)?)
+}

@@ -1,0 +1,170 @@
+//! Aggregates fused into the scan (`Blosc2AggregateExec`) against DataFusion's own
+//! aggregation of the same scan: every fixture dtype `sum`/`avg`/`count` applies to, nulls,
+//! NaN, dim ranges the scan trims, several partition counts. Each
+//! query's plan is checked to have taken the fused path (or, for shapes it must leave
+//! alone, not to).
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Float64Type};
+use datafusion::arrow::util::display::array_value_to_string;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_blosc2::provider::session::open_provider;
+use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
+
+/// A context whose tables were registered with the rule (`fused`) and one without it.
+async fn contexts(partitions: usize, tables: &[(&str, &str)]) -> (SessionContext, SessionContext) {
+    let cfg = || SessionConfig::new().with_target_partitions(partitions);
+    let fused = SessionContext::new_with_config(cfg());
+    let plain = SessionContext::new_with_config(cfg());
+    for (name, path) in tables {
+        let opts = Blosc2Options::default();
+        fused
+            .register_blosc2(name, path, opts.clone())
+            .await
+            .unwrap();
+        let t = open_provider(&plain.runtime_env(), path, &opts)
+            .await
+            .unwrap();
+        plain.register_table(*name, t).unwrap();
+    }
+    (fused, plain)
+}
+
+async fn run(ctx: &SessionContext, sql: &str) -> (Vec<RecordBatch>, String) {
+    let df = ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let plan = pretty_format_batches(
+        &ctx.sql(&format!("EXPLAIN {sql}"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+    .to_string();
+    (
+        df.collect().await.unwrap_or_else(|e| panic!("{sql}: {e}")),
+        plan,
+    )
+}
+
+/// Compares results value by value: floats to 1e-12 relative (the fused sum adds in
+/// another order), NaN and null as themselves, everything else exactly.
+fn assert_same(sql: &str, a: &[RecordBatch], b: &[RecordBatch]) {
+    let a = datafusion::arrow::compute::concat_batches(&a[0].schema(), a).unwrap();
+    let b = datafusion::arrow::compute::concat_batches(&b[0].schema(), b).unwrap();
+    assert_eq!(a.num_rows(), b.num_rows(), "{sql}");
+    for (i, (x, y)) in a.columns().iter().zip(b.columns()).enumerate() {
+        assert_eq!(x.data_type(), y.data_type(), "{sql}: column {i}");
+        for r in 0..x.len() {
+            assert_eq!(x.is_null(r), y.is_null(r), "{sql}: column {i} row {r}");
+            if x.is_null(r) {
+                continue;
+            }
+            match x.data_type() {
+                DataType::Float64 => {
+                    let (p, q) = (
+                        x.as_primitive::<Float64Type>().value(r),
+                        y.as_primitive::<Float64Type>().value(r),
+                    );
+                    let close = (p - q).abs() <= 1e-12 * p.abs().max(q.abs()) || p == q;
+                    assert!(
+                        close || (p.is_nan() && q.is_nan()),
+                        "{sql}: column {i}: {p} vs {q}"
+                    );
+                }
+                _ => assert_eq!(
+                    array_value_to_string(x, r).unwrap(),
+                    array_value_to_string(y, r).unwrap(),
+                    "{sql}: column {i} row {r}"
+                ),
+            }
+        }
+    }
+}
+
+/// Runs `sql` on both contexts, checks the results agree and whether the fused plan used
+/// the fused node.
+async fn check(fused: &SessionContext, plain: &SessionContext, sql: &str, expect_fused: bool) {
+    let (a, plan_a) = run(fused, sql).await;
+    let (b, plan_b) = run(plain, sql).await;
+    assert_same(sql, &a, &b);
+    assert_eq!(
+        plan_a.contains("Blosc2AggregateExec"),
+        expect_fused,
+        "{sql}\n{plan_a}"
+    );
+    assert!(!plan_b.contains("Blosc2AggregateExec"), "{sql}\n{plan_b}");
+}
+
+#[tokio::test]
+async fn fused_aggregates_match_datafusion_on_every_numeric_dtype() {
+    let dtypes = [
+        "le_f2", "le_f4", "le_f8", "be_f8", "le_i2", "le_i4", "le_i8", "be_i4", "le_u2", "le_u4",
+        "le_u8", "na_i1", "na_u1",
+    ];
+    let tables: Vec<(String, String)> = dtypes
+        .iter()
+        .map(|d| {
+            (
+                format!("t_{d}"),
+                format!("tests/fixtures/b2nd/dtype-{d}.b2nd"),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = tables
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    for partitions in [2, 3] {
+        let (fused, plain) = contexts(partitions, &refs).await;
+        for (name, _) in &tables {
+            let all = format!(
+                "SELECT sum(value), avg(value), count(*), count(value), sum(dim_0), avg(dim_0) FROM {name}"
+            );
+            check(&fused, &plain, &all, true).await;
+            let range =
+                format!("SELECT sum(value), count(*) FROM {name} WHERE dim_0 BETWEEN 3 AND 40");
+            check(&fused, &plain, &range, true).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
+    let tables = [
+        ("nulls", "tests/fixtures/ctable/nulls.b2d"),
+        ("ev", "tests/fixtures/ctable/events.b2d"),
+        ("geo", "tests/fixtures/b2nd/geom-3d-tiles.b2nd"),
+        ("big", "tests/fixtures/b2nd/geom-1d-big.b2nd"),
+        ("u8max", "tests/fixtures/b2nd/dtype-le_u8.b2nd"),
+    ];
+    let (fused, plain) = contexts(2, &tables).await;
+    let yes = [
+        "SELECT sum(a), avg(a), count(a), sum(f), avg(f), count(f), sum(g), avg(g), count(*) FROM nulls",
+        "SELECT sum(t), avg(v), sum(v), count(k), sum(k) FROM ev",
+        "SELECT sum(value), avg(value), sum(dim_1), count(*) FROM geo",
+        "SELECT sum(value) FROM geo WHERE dim_0 IN (1, 3) AND dim_2 < 5",
+        "SELECT sum(value), avg(value) FROM big WHERE dim_0 > 99990",
+        // Empty selection: a sum over nothing is null, a count 0.
+        "SELECT sum(value), avg(value), count(*) FROM big WHERE dim_0 < 0",
+        // Unsigned values sum as UInt64 (wrapping is checked in the unit tests of `fold`).
+        "SELECT sum(value), count(*) FROM u8max",
+    ];
+    for sql in yes {
+        check(&fused, &plain, sql, true).await;
+    }
+    // Shapes the fused node leaves to DataFusion.
+    let no = [
+        "SELECT dim_0, sum(value) FROM geo GROUP BY dim_0 ORDER BY dim_0",
+        "SELECT sum(DISTINCT value) FROM geo",
+        "SELECT min(value), max(value) FROM geo",
+        "SELECT sum(t) FILTER (WHERE k > 3) FROM ev",
+        "SELECT sum(t) FROM ev WHERE v > 50",
+        "SELECT count(f + 1) FROM nulls",
+    ];
+    for sql in no {
+        check(&fused, &plain, sql, false).await;
+    }
+}
