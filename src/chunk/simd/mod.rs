@@ -1,7 +1,8 @@
-//! Vectorized filter kernels: the only `unsafe` code of the crate.
+//! Vectorized kernels: the only `unsafe` code of the crate.
 //!
-//! Each kernel has a portable twin in `chunk::filter` that tests compare it with on random
-//! inputs. The choice is made once per process: `DATAFUSION_BLOSC2_SIMD=off` forces the
+//! Each filter kernel has a portable twin in `chunk::filter` that tests compare it with on
+//! random inputs; `reduce` (slice sums for the fused aggregates) is one loop built for
+//! the baseline and for AVX2. The choice is made once per process: `DATAFUSION_BLOSC2_SIMD=off` forces the
 //! portable path without recompiling. Returning `false` means "no kernel here, use the
 //! portable one". This file dispatches; `x86_shuffle` holds the byte-unshuffle kernels
 //! (SSE2 and AVX2, one unpack network generic over the register type), `x86_bits` the
@@ -103,6 +104,7 @@ fn has_avx2() -> bool {
     })
 }
 
+pub mod reduce;
 #[cfg(target_arch = "x86_64")]
 mod x86_bits;
 #[cfg(target_arch = "x86_64")]

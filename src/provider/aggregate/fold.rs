@@ -7,6 +7,7 @@
 //! skipped; a sum over no non-null value is null. Float sums add in a different order
 //! than DataFusion's kernel, as DataFusion's own result differs between partitionings.
 
+use crate::chunk::simd::reduce::{self, AsF64, AsI64};
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{
@@ -110,146 +111,69 @@ impl AggState {
         self.add_count(col.as_ref());
         let nulls = col.logical_nulls();
         let nulls = nulls.as_ref().filter(|n| n.null_count() > 0);
-        macro_rules! fold {
-            ($t:ty, $acc:ident, $f:expr) => {{
-                let v = col.as_primitive::<$t>().values();
-                $acc = $f(v.as_ref(), nulls, $acc);
-            }};
-        }
         match &mut self.sum {
-            Sum::F64(s) => {
-                let mut acc = *s;
-                match col.data_type() {
-                    DataType::Float16 => {
-                        fold!(Float16Type, acc, |v, n, a| sum_f64(v, n, a, f64::from))
-                    }
-                    DataType::Float32 => {
-                        fold!(Float32Type, acc, |v, n, a| sum_f64(v, n, a, |x: f32| x
-                            as f64))
-                    }
-                    DataType::Float64 => {
-                        fold!(Float64Type, acc, |v, n, a| sum_f64(v, n, a, |x: f64| x))
-                    }
-                    DataType::Int8 => {
-                        fold!(Int8Type, acc, |v, n, a| sum_f64(v, n, a, |x: i8| x as f64))
-                    }
-                    DataType::Int16 => {
-                        fold!(Int16Type, acc, |v, n, a| sum_f64(v, n, a, |x: i16| x
-                            as f64))
-                    }
-                    DataType::Int32 => {
-                        fold!(Int32Type, acc, |v, n, a| sum_f64(v, n, a, |x: i32| x
-                            as f64))
-                    }
-                    DataType::Int64 => {
-                        fold!(Int64Type, acc, |v, n, a| sum_f64(v, n, a, |x: i64| x
-                            as f64))
-                    }
-                    DataType::UInt8 => {
-                        fold!(UInt8Type, acc, |v, n, a| sum_f64(v, n, a, |x: u8| x as f64))
-                    }
-                    DataType::UInt16 => {
-                        fold!(UInt16Type, acc, |v, n, a| sum_f64(v, n, a, |x: u16| x
-                            as f64))
-                    }
-                    DataType::UInt32 => {
-                        fold!(UInt32Type, acc, |v, n, a| sum_f64(v, n, a, |x: u32| x
-                            as f64))
-                    }
-                    DataType::UInt64 => {
-                        fold!(UInt64Type, acc, |v, n, a| sum_f64(v, n, a, |x: u64| x
-                            as f64))
-                    }
-                    _ => {}
-                }
-                *s = acc;
-            }
-            Sum::I64(s) => {
-                let mut acc = *s;
-                match col.data_type() {
-                    DataType::Int8 => {
-                        fold!(Int8Type, acc, |v, n, a| sum_wrapping(v, n, a, |x: i8| x
-                            as i64))
-                    }
-                    DataType::Int16 => {
-                        fold!(Int16Type, acc, |v, n, a| sum_wrapping(v, n, a, |x: i16| x
-                            as i64))
-                    }
-                    DataType::Int32 => {
-                        fold!(Int32Type, acc, |v, n, a| sum_wrapping(v, n, a, |x: i32| x
-                            as i64))
-                    }
-                    DataType::Int64 => {
-                        fold!(Int64Type, acc, |v, n, a| sum_wrapping(v, n, a, |x: i64| x))
-                    }
-                    _ => {}
-                }
-                *s = acc;
-            }
-            Sum::U64(s) => {
-                let mut acc = *s as i64;
-                match col.data_type() {
-                    DataType::UInt8 => {
-                        fold!(UInt8Type, acc, |v, n, a| sum_wrapping(v, n, a, |x: u8| x
-                            as i64))
-                    }
-                    DataType::UInt16 => fold!(UInt16Type, acc, |v, n, a| sum_wrapping(
-                        v,
-                        n,
-                        a,
-                        |x: u16| x as i64
-                    )),
-                    DataType::UInt32 => fold!(UInt32Type, acc, |v, n, a| sum_wrapping(
-                        v,
-                        n,
-                        a,
-                        |x: u32| x as i64
-                    )),
-                    // Wrapping addition is the same on the bits of i64 and u64.
-                    DataType::UInt64 => fold!(UInt64Type, acc, |v, n, a| sum_wrapping(
-                        v,
-                        n,
-                        a,
-                        |x: u64| x as i64
-                    )),
-                    _ => {}
-                }
-                *s = acc as u64;
-            }
+            Sum::F64(s) => *s += float_sum(col.as_ref(), nulls),
+            Sum::I64(s) => *s = s.wrapping_add(int_sum(col.as_ref(), nulls)),
+            // Wrapping addition is the same on the bits of i64 and u64.
+            Sum::U64(s) => *s = s.wrapping_add(int_sum(col.as_ref(), nulls) as u64),
         }
     }
 }
 
-/// Lanes of independent partial sums: lets the compiler keep several additions in flight
-/// (and in vector registers) where one running sum would wait on each addition.
-const LANES: usize = 8;
-
-/// `acc` plus the valid values of `v`, each converted by `f`.
-fn sum_f64<T: Copy>(v: &[T], nulls: Option<&NullBuffer>, acc: f64, f: impl Fn(T) -> f64) -> f64 {
-    if let Some(n) = nulls {
-        return n.valid_indices().fold(acc, |a, i| a + f(v[i]));
-    }
-    let mut lanes = [0f64; LANES];
-    let mut it = v.chunks_exact(LANES);
-    for c in &mut it {
-        for (l, &x) in lanes.iter_mut().zip(c) {
-            *l += f(x);
+/// The sum of the valid values of numeric `c` as `f64`.
+fn float_sum(c: &dyn Array, nulls: Option<&NullBuffer>) -> f64 {
+    match c.data_type() {
+        DataType::Float16 => {
+            let v = c.as_primitive::<Float16Type>().values();
+            match nulls {
+                Some(n) => n.valid_indices().map(|i| f64::from(v[i])).sum(),
+                None => v.iter().map(|&x| f64::from(x)).sum(),
+            }
         }
+        DataType::Float32 => sum_f64(c.as_primitive::<Float32Type>().values(), nulls),
+        DataType::Float64 => sum_f64(c.as_primitive::<Float64Type>().values(), nulls),
+        DataType::Int8 => sum_f64(c.as_primitive::<Int8Type>().values(), nulls),
+        DataType::Int16 => sum_f64(c.as_primitive::<Int16Type>().values(), nulls),
+        DataType::Int32 => sum_f64(c.as_primitive::<Int32Type>().values(), nulls),
+        DataType::Int64 => sum_f64(c.as_primitive::<Int64Type>().values(), nulls),
+        DataType::UInt8 => sum_f64(c.as_primitive::<UInt8Type>().values(), nulls),
+        DataType::UInt16 => sum_f64(c.as_primitive::<UInt16Type>().values(), nulls),
+        DataType::UInt32 => sum_f64(c.as_primitive::<UInt32Type>().values(), nulls),
+        DataType::UInt64 => sum_f64(c.as_primitive::<UInt64Type>().values(), nulls),
+        _ => 0.0,
     }
-    let tail = it.remainder().iter().fold(0.0, |a, &x| a + f(x));
-    acc + lanes.iter().sum::<f64>() + tail
 }
 
-/// `acc` plus the valid values of `v`, each converted by `f`, wrapping.
-fn sum_wrapping<T: Copy>(
-    v: &[T],
-    nulls: Option<&NullBuffer>,
-    acc: i64,
-    f: impl Fn(T) -> i64,
-) -> i64 {
+/// The wrapping sum of the valid values of integer `c` as `i64`.
+fn int_sum(c: &dyn Array, nulls: Option<&NullBuffer>) -> i64 {
+    match c.data_type() {
+        DataType::Int8 => sum_int(c.as_primitive::<Int8Type>().values(), nulls),
+        DataType::Int16 => sum_int(c.as_primitive::<Int16Type>().values(), nulls),
+        DataType::Int32 => sum_int(c.as_primitive::<Int32Type>().values(), nulls),
+        DataType::Int64 => sum_int(c.as_primitive::<Int64Type>().values(), nulls),
+        DataType::UInt8 => sum_int(c.as_primitive::<UInt8Type>().values(), nulls),
+        DataType::UInt16 => sum_int(c.as_primitive::<UInt16Type>().values(), nulls),
+        DataType::UInt32 => sum_int(c.as_primitive::<UInt32Type>().values(), nulls),
+        DataType::UInt64 => sum_int(c.as_primitive::<UInt64Type>().values(), nulls),
+        _ => 0,
+    }
+}
+
+/// The sum of the valid values of `v` as `f64`.
+fn sum_f64<T: AsF64>(v: &[T], nulls: Option<&NullBuffer>) -> f64 {
     match nulls {
-        Some(n) => n.valid_indices().fold(acc, |a, i| a.wrapping_add(f(v[i]))),
-        None => v.iter().fold(acc, |a, &x| a.wrapping_add(f(x))),
+        Some(n) => n.valid_indices().map(|i| v[i].as_f64()).sum(),
+        None => reduce::sum_f64(v),
+    }
+}
+
+/// The wrapping sum of the valid values of `v` as `i64`.
+fn sum_int<T: AsI64>(v: &[T], nulls: Option<&NullBuffer>) -> i64 {
+    match nulls {
+        Some(n) => n
+            .valid_indices()
+            .fold(0i64, |a, i| a.wrapping_add(v[i].as_i64())),
+        None => reduce::sum_wrapping(v),
     }
 }
 

@@ -1,0 +1,142 @@
+//! Sums of numeric slices for the fused aggregates (`provider::aggregate`): the same loop
+//! compiled twice, for the baseline target and with AVX2, chosen at run time. The loops
+//! are plain Rust the compiler vectorizes; AVX2 doubles the width of the widening
+//! conversions and additions (`f32` → `f64` sums: 0.157 → 0.078 ns per value here). Both
+//! builds run the same operations in the same order, so their results are bit-identical
+//! (tests compare them).
+
+/// Values a sum adds as `f64` (`x as f64`).
+pub trait AsF64: Copy {
+    /// The value as `f64`.
+    fn as_f64(self) -> f64;
+}
+
+/// Integers a wrapping sum adds as `i64` (`x as i64`; for `u64` the same bits, which
+/// wrapping addition treats alike).
+pub trait AsI64: Copy {
+    /// The value as `i64`.
+    fn as_i64(self) -> i64;
+}
+
+macro_rules! impl_as {
+    ($tr:ident, $f:ident, $to:ty: $($t:ty),*) => {$(
+        impl $tr for $t {
+            #[inline(always)]
+            fn $f(self) -> $to {
+                self as $to
+            }
+        }
+    )*};
+}
+impl_as!(AsF64, as_f64, f64: f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
+impl_as!(AsI64, as_i64, i64: i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// Independent partial sums: several additions in flight, in vector registers.
+const LANES: usize = 16;
+
+/// The sum of `v` as `f64`, in [`LANES`] interleaved partial sums added at the end.
+pub fn sum_f64<T: AsF64>(v: &[T]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if super::enabled() && super::has_avx2() {
+        // SAFETY: the CPU has AVX2 (checked at run time by `has_avx2`), the only
+        // requirement of calling a `target_feature(enable = "avx2")` function.
+        return unsafe { sum_f64_avx2(v) };
+    }
+    sum_f64_portable(v)
+}
+
+/// The wrapping sum of `v` as `i64`.
+pub fn sum_wrapping<T: AsI64>(v: &[T]) -> i64 {
+    #[cfg(target_arch = "x86_64")]
+    if super::enabled() && super::has_avx2() {
+        // SAFETY: as in `sum_f64`.
+        return unsafe { sum_wrapping_avx2(v) };
+    }
+    sum_wrapping_portable(v)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sum_f64_avx2<T: AsF64>(v: &[T]) -> f64 {
+    sum_f64_portable(v)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sum_wrapping_avx2<T: AsI64>(v: &[T]) -> i64 {
+    sum_wrapping_portable(v)
+}
+
+/// [`sum_f64`] for the baseline target (inlined into the AVX2 build too).
+#[inline(always)]
+pub fn sum_f64_portable<T: AsF64>(v: &[T]) -> f64 {
+    let mut lanes = [0f64; LANES];
+    let mut it = v.chunks_exact(LANES);
+    for c in &mut it {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l += x.as_f64();
+        }
+    }
+    let mut tail = 0.0;
+    for &x in it.remainder() {
+        tail += x.as_f64();
+    }
+    lanes.iter().sum::<f64>() + tail
+}
+
+/// [`sum_wrapping`] for the baseline target (inlined into the AVX2 build too).
+#[inline(always)]
+pub fn sum_wrapping_portable<T: AsI64>(v: &[T]) -> i64 {
+    let mut s = 0i64;
+    for &x in v {
+        s = s.wrapping_add(x.as_i64());
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every length around the lane count, random values of several types: the
+    /// dispatched build (AVX2 here) equals the portable one bit for bit, and the
+    /// portable one equals a plain sum up to rounding.
+    #[test]
+    fn dispatched_sums_equal_portable() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for n in (0..70).chain([1000, 4099]) {
+            let bytes = crate::chunk::random_bytes(&mut seed, 8 * n);
+            let f32s: Vec<f32> = bytes
+                .chunks_exact(4)
+                .take(n)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()) % 1e6)
+                .map(|x| if x.is_finite() { x } else { 1.5 })
+                .collect();
+            let i64s: Vec<i64> = bytes
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            let u16s: Vec<u16> = bytes
+                .chunks_exact(2)
+                .take(n)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                .collect();
+            let d = sum_f64(&f32s);
+            assert_eq!(d.to_bits(), sum_f64_portable(&f32s).to_bits(), "n={n}");
+            let plain: f64 = f32s.iter().map(|&x| x as f64).sum();
+            assert!(
+                (d - plain).abs() <= 1e-9 * plain.abs().max(1.0),
+                "n={n}: {d} vs {plain}"
+            );
+            assert_eq!(sum_f64(&i64s).to_bits(), sum_f64_portable(&i64s).to_bits());
+            let wrapped = i64s.iter().fold(0i64, |a, &x| a.wrapping_add(x));
+            assert_eq!(sum_wrapping(&i64s), wrapped);
+            assert_eq!(sum_wrapping_portable(&i64s), wrapped);
+            assert_eq!(
+                sum_wrapping(&u16s),
+                u16s.iter().map(|&x| x as i64).sum::<i64>()
+            );
+            assert_eq!(sum_f64(&u16s), u16s.iter().map(|&x| x as f64).sum::<f64>());
+        }
+    }
+}
