@@ -146,6 +146,28 @@ impl Blosc2Exec {
         }
     }
 
+    /// This scan yielding each scan unit as one batch, not sliced to `batch_size`: for a
+    /// consumer of its own that folds every batch it gets (`Blosc2AggregateExec`), to
+    /// which slices are only per-batch overhead. Metrics start afresh.
+    pub(crate) fn with_unit_batches(&self) -> Self {
+        Self {
+            ds: Arc::clone(&self.ds),
+            projection: self.projection.clone(),
+            reader: self.reader.clone(),
+            partitions: self.partitions.clone(),
+            batch_size: usize::MAX,
+            zone_maps: self.zone_maps.clone(),
+            pruning: self.pruning.clone(),
+            limit: self.limit,
+            stats: self.stats.clone(),
+            selection: self.selection.clone(),
+            chunks_total: self.chunks_total,
+            chunks_selected: self.chunks_selected,
+            metrics: ExecutionPlanMetricsSet::new(),
+            props: Arc::clone(&self.props),
+        }
+    }
+
     /// The selection this scan produces.
     pub fn selection(&self) -> &Selection {
         &self.selection

@@ -139,6 +139,7 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         ("geo", "tests/fixtures/b2nd/geom-3d-tiles.b2nd"),
         ("big", "tests/fixtures/b2nd/geom-1d-big.b2nd"),
         ("u8max", "tests/fixtures/b2nd/dtype-le_u8.b2nd"),
+        ("specials", "tests/fixtures/b2nd/special-*.b2nd"),
     ];
     let (fused, plain) = contexts(2, &tables).await;
     let yes = [
@@ -151,6 +152,9 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         "SELECT sum(value), avg(value), count(*) FROM big WHERE dim_0 < 0",
         // Unsigned values sum as UInt64 (wrapping is checked in the unit tests of `fold`).
         "SELECT sum(value), count(*) FROM u8max",
+        // A multi-file table: one fused node per member.
+        "SELECT sum(value), avg(value), count(*) FROM specials",
+        "SELECT sum(value), count(value) FROM specials WHERE dim_0 < 10",
     ];
     for sql in yes {
         check(&fused, &plain, sql, true).await;

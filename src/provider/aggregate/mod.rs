@@ -8,7 +8,8 @@
 //! `Blosc2Exec` (optionally in DataFusion's `CooperativeExec`) with a
 //! [`Blosc2AggregateExec`] that yields the same partial state, one row per partition, so
 //! DataFusion's final aggregation above it is unchanged. A one-partition scan under
-//! `AggregateExec(Single)` gets the aggregates' values the same way. Anything it
+//! `AggregateExec(Single)` gets the aggregates' values the same way; a multi-file table
+//! (a union of scans) gets one fused node per member. Anything it
 //! does not recognise exactly (grouping, `DISTINCT`, `FILTER`, other functions, decimals,
 //! casts that are not widenings) keeps DataFusion's plan.
 
@@ -21,15 +22,19 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coop::CooperativeExec;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::execution_plan::{
+    Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
+};
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
@@ -101,64 +106,105 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         Some(p) => (p.input(), Some(p)),
         None => (agg.input(), None),
     };
-    // DataFusion may have wrapped the scan in a `CooperativeExec`, which stays.
-    let scan_exec = match below.downcast_ref::<CooperativeExec>() {
-        Some(c) => c.input(),
-        None => below,
-    }
-    .downcast_ref::<Blosc2Exec>()?;
-    let scan_schema = scan_exec.schema();
-    let mut aggs = Vec::new();
-    for a in agg.aggr_expr() {
-        if a.is_distinct() || !a.order_bys().is_empty() {
-            return None;
-        }
-        let kind = match a.fun().name() {
-            "count" => AggKind::Count,
-            "sum" => AggKind::Sum,
-            "avg" => AggKind::Avg,
-            _ => return None,
-        };
-        let [arg] = a.expressions().try_into().ok()?;
-        let (column, sum_type) = match resolve(&arg, projection)? {
-            Arg::Rows if kind == AggKind::Count => (None, None),
-            Arg::Column(c, cast) => {
-                let t = scan_schema.field(c).data_type();
-                match kind {
-                    // Counting non-nulls: a cast keeps nulls where they are, but could fail.
-                    AggKind::Count if cast.is_none() => (Some(c), None),
-                    AggKind::Count => return None,
-                    _ => {
-                        let st = SumType::of(kind, t)?;
-                        // The argument's type must be the sum type: the column itself or a
-                        // widening cast to it (DataFusion's coercion).
-                        if cast.as_ref().unwrap_or(t) != &st.data_type() {
-                            return None;
-                        }
-                        (Some(c), Some(st))
-                    }
-                }
-            }
-            Arg::Rows => return None,
-        };
-        aggs.push(FusedAggregate {
-            kind,
-            column,
-            sum_type,
-            name: a.name().to_string(),
-        });
-    }
+    // The scans: one, or a multi-file table's union of them (whose partitions are its
+    // members' partitions, so one fused node per member yields the same rows).
+    let union = below.downcast_ref::<UnionExec>();
+    let scans = match union {
+        Some(u) if output == Output::PartialState => u.children(),
+        Some(_) => return None,
+        None => vec![below],
+    };
+    let scans: Vec<_> = scans
+        .into_iter()
+        .map(unit_batch_scan)
+        .collect::<Option<_>>()?;
+    let scan_schema = below.schema();
+    let aggs = agg
+        .aggr_expr()
+        .iter()
+        .map(|a| fused_aggregate(a, projection, &scan_schema))
+        .collect::<Option<Vec<_>>>()?;
     let schema = agg.schema();
     let types = output_types(&aggs, output);
     if !types.eq(schema.fields().iter().map(|f| f.data_type().clone())) {
         return None;
     }
-    Some(Arc::new(Blosc2AggregateExec::new(
-        Arc::clone(below),
-        aggs,
-        output,
-        schema,
-    )))
+    let fused = |s: Arc<dyn ExecutionPlan>| -> Arc<dyn ExecutionPlan> {
+        let aggs = aggs.clone();
+        Arc::new(Blosc2AggregateExec::new(
+            s,
+            aggs,
+            output,
+            Arc::clone(&schema),
+        ))
+    };
+    let mut fused: Vec<_> = scans.into_iter().map(fused).collect();
+    match union {
+        Some(_) => UnionExec::try_new(fused).ok(),
+        None => fused.pop(),
+    }
+}
+
+/// `a` as a fused aggregate over a scan of `scan_schema` (below `projection`, if any), if
+/// it is one: `count`, `sum` or `avg` of a column (or a widening cast of one, as
+/// DataFusion coerces `sum`/`avg` arguments), or `count(*)`.
+fn fused_aggregate(
+    a: &AggregateFunctionExpr,
+    projection: Option<&ProjectionExec>,
+    scan_schema: &SchemaRef,
+) -> Option<FusedAggregate> {
+    if a.is_distinct() || !a.order_bys().is_empty() {
+        return None;
+    }
+    let kind = match a.fun().name() {
+        "count" => AggKind::Count,
+        "sum" => AggKind::Sum,
+        "avg" => AggKind::Avg,
+        _ => return None,
+    };
+    let [arg] = a.expressions().try_into().ok()?;
+    let (column, sum_type) = match (kind, resolve(&arg, projection)?) {
+        (AggKind::Count, Arg::Rows) => (None, None),
+        // Counting non-nulls: a cast keeps nulls where they are, but could fail.
+        (AggKind::Count, Arg::Column(c, None)) => (Some(c), None),
+        (AggKind::Count, Arg::Column(_, Some(_))) | (_, Arg::Rows) => return None,
+        (_, Arg::Column(c, cast)) => {
+            let t = scan_schema.field(c).data_type();
+            let st = SumType::of(kind, t)?;
+            // The argument's type must be the sum type: the column itself or a widening
+            // cast to it.
+            if cast.as_ref().unwrap_or(t) != &st.data_type() {
+                return None;
+            }
+            (Some(c), Some(st))
+        }
+    };
+    Some(FusedAggregate {
+        kind,
+        column,
+        sum_type,
+        name: a.name().to_string(),
+    })
+}
+
+/// `plan` if it is a `Blosc2Exec`, alone or in the `CooperativeExec` DataFusion may wrap
+/// it in (which stays), rebuilt to yield whole scan units
+/// ([`Blosc2Exec::with_unit_batches`]); `None` for anything else.
+fn unit_batch_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    let unit_batches = |p: &Arc<dyn ExecutionPlan>| -> Option<Arc<dyn ExecutionPlan>> {
+        Some(Arc::new(
+            p.downcast_ref::<Blosc2Exec>()?.with_unit_batches(),
+        ))
+    };
+    match plan.downcast_ref::<CooperativeExec>() {
+        Some(c) => Arc::clone(plan)
+            .replace_children(
+                vec![unit_batches(c.input())?],
+                ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep),
+            )
+            .ok(),
+        None => unit_batches(plan),
+    }
 }
 
 /// What an aggregate's argument reads.
