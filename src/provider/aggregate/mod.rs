@@ -1,17 +1,18 @@
 //! Aggregates fused into the scan: an ungrouped `sum`, `avg` or `count` straight over a
 //! [`Blosc2Exec`] is folded as the scan's batches arrive, without the `CAST` copies and
-//! per-batch work of DataFusion's partial `AggregateExec` (which cost about half of an
-//! LZ4 decode on a full-column `sum` of `Float32`).
+//! per-batch work of DataFusion's partial `AggregateExec` (which cost about 80 % of the
+//! LZ4 decode of a `Float32` column on a full-column `sum`).
 //!
 //! [`Blosc2AggregatePushdown`] is a physical optimizer rule. It replaces
 //! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and casts) over a
 //! `Blosc2Exec` (optionally in DataFusion's `CooperativeExec`) with a
 //! [`Blosc2AggregateExec`] that yields the same partial state, one row per partition, so
 //! DataFusion's final aggregation above it is unchanged. A one-partition scan under
-//! `AggregateExec(Single)` gets the aggregates' values the same way; a multi-file table
-//! (a union of scans) gets one fused node per member. Anything it
-//! does not recognise exactly (grouping, `DISTINCT`, `FILTER`, other functions, decimals,
-//! casts that are not widenings) keeps DataFusion's plan.
+//! `AggregateExec(Single)` gets the aggregates' values the same way; a multi-file table (a
+//! union of scans) gets one fused node per member. The scan under a fused node yields
+//! whole scan units instead of `batch_size` slices. Anything the rule does not recognise
+//! exactly (grouping, `DISTINCT`, `FILTER`, other functions, decimals, casts that are not
+//! widenings) keeps DataFusion's plan.
 
 mod fold;
 
