@@ -152,6 +152,8 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         "SELECT sum(value), avg(value), count(*) FROM big WHERE dim_0 < 0",
         // Unsigned values sum as UInt64 (wrapping is checked in the unit tests of `fold`).
         "SELECT sum(value), count(*) FROM u8max",
+        // A LIMIT DataFusion pushed into the scan still bounds what is summed.
+        "SELECT sum(value), count(*) FROM (SELECT value FROM big LIMIT 10)",
         // A multi-file table: one fused node per member.
         "SELECT sum(value), avg(value), count(*) FROM specials",
         "SELECT sum(value), count(value) FROM specials WHERE dim_0 < 10",
