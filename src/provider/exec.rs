@@ -26,7 +26,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Scan of a Blosc2 dataset.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Blosc2Exec {
     ds: Arc<Dataset>,
     projection: Option<Vec<usize>>,
@@ -151,20 +151,9 @@ impl Blosc2Exec {
     /// which slices are only per-batch overhead. Metrics start afresh.
     pub(crate) fn with_unit_batches(&self) -> Self {
         Self {
-            ds: Arc::clone(&self.ds),
-            projection: self.projection.clone(),
-            reader: self.reader.clone(),
-            partitions: self.partitions.clone(),
             batch_size: usize::MAX,
-            zone_maps: self.zone_maps.clone(),
-            pruning: self.pruning.clone(),
-            limit: self.limit,
-            stats: self.stats.clone(),
-            selection: self.selection.clone(),
-            chunks_total: self.chunks_total,
-            chunks_selected: self.chunks_selected,
             metrics: ExecutionPlanMetricsSet::new(),
-            props: Arc::clone(&self.props),
+            ..self.clone()
         }
     }
 

@@ -20,7 +20,7 @@ use super::exec::Blosc2Exec;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
@@ -255,6 +255,7 @@ fn output_types(aggs: &[FusedAggregate], output: Output) -> impl Iterator<Item =
         (AggKind::Sum, Some(t)) => vec![t.data_type()],
         (AggKind::Avg, _) if output == Output::Final => vec![DataType::Float64],
         (AggKind::Avg, _) => vec![DataType::UInt64, DataType::Float64],
+        // Not built (a sum always has a sum type); `Null` matches no state field.
         (AggKind::Sum, None) => vec![DataType::Null],
     })
 }
@@ -333,11 +334,9 @@ impl ExecutionPlan for Blosc2AggregateExec {
 
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(
-            &Arc<dyn PhysicalExpr>,
-        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
-    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
-        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
     }
 
     fn with_new_children(
@@ -367,6 +366,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
         let out = futures::stream::once(async move {
             let mut states: Vec<AggState> = aggs
                 .iter()
+                // `count` keeps no sum; any sum type does.
                 .map(|a| AggState::new(a.sum_type.unwrap_or(SumType::I64)))
                 .collect();
             while let Some(batch) = input.next().await {
