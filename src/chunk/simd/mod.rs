@@ -1,13 +1,15 @@
 //! Vectorized kernels: the only `unsafe` code of the crate.
 //!
 //! Each filter kernel has a portable twin in `chunk::filter` that tests compare it with on
-//! random inputs; `reduce` (slice sums for the fused aggregates) is one loop built for
-//! the baseline and for AVX2. The choice is made once per process: `DATAFUSION_BLOSC2_SIMD=off` forces the
-//! portable path without recompiling. Returning `false` means "no kernel here, use the
-//! portable one". This file dispatches; `x86_shuffle` holds the byte-unshuffle kernels
-//! (SSE2 and AVX2, one unpack network generic over the register type), `x86_bits` the
-//! bit unshuffle's plane transpose, and `x86_lanes` the register trait both are written
-//! against.
+//! random inputs; `reduce` (slice sums for the fused aggregates) is one loop built for the
+//! baseline and for AVX2. The choice is made once per process:
+//! `DATAFUSION_BLOSC2_SIMD=off` forces the portable path without recompiling (`sse2`, the
+//! SSE2 kernels). Returning `false` means "no kernel here, use the portable one". This
+//! file dispatches; `x86_shuffle` holds the byte-unshuffle kernels (SSE2 and AVX2, one
+//! unpack network generic over the register type), `x86_bits` the bit unshuffle's plane
+//! transpose, `x86_lanes` the register trait both are written against, and `reduce` the
+//! sums.
+
 #![allow(unsafe_code)]
 
 use std::sync::OnceLock;
@@ -30,9 +32,9 @@ pub fn active_kernels() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
         if has_avx2() {
-            "x86_64 avx2 + sse2 (unshuffle: every typesize but 1 and 3; bit untranspose)"
+            "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose; sums)"
         } else {
-            "x86_64 sse2 (unshuffle: every typesize but 1 and 3; bit untranspose)"
+            "x86_64 sse2 (unshuffle: every typesize but 1; bit untranspose)"
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
