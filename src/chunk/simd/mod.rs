@@ -24,7 +24,7 @@ fn enabled() -> bool {
     })
 }
 
-/// Name of the kernel set in use (for `inspect` and benches).
+/// Name of the kernel set in use, for diagnostics (`DATAFUSION_BLOSC2_SIMD` changes it).
 pub fn active_kernels() -> &'static str {
     if !enabled() {
         return "portable (DATAFUSION_BLOSC2_SIMD=off)";
