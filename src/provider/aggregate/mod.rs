@@ -115,10 +115,6 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         Some(_) => return None,
         None => vec![below],
     };
-    let scans: Vec<_> = scans
-        .into_iter()
-        .map(unit_batch_scan)
-        .collect::<Option<_>>()?;
     let scan_schema = below.schema();
     let aggs = agg
         .aggr_expr()
@@ -130,6 +126,12 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     if !types.eq(schema.fields().iter().map(|f| f.data_type().clone())) {
         return None;
     }
+    // Rebuilt only once the aggregates are known to fuse (a rebuild copies the scan's
+    // unit lists).
+    let scans: Vec<_> = scans
+        .into_iter()
+        .map(unit_batch_scan)
+        .collect::<Option<_>>()?;
     let fused = |s: Arc<dyn ExecutionPlan>| -> Arc<dyn ExecutionPlan> {
         let aggs = aggs.clone();
         Arc::new(Blosc2AggregateExec::new(
