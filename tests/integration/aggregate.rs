@@ -4,10 +4,10 @@
 //! query's plan is checked to have taken the fused path (or, for shapes it must leave
 //! alone, not to).
 
+use crate::util::explain;
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::arrow::util::display::array_value_to_string;
-use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_blosc2::provider::session::open_provider;
 use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
@@ -33,20 +33,8 @@ async fn contexts(partitions: usize, tables: &[(&str, &str)]) -> (SessionContext
 
 async fn run(ctx: &SessionContext, sql: &str) -> (Vec<RecordBatch>, String) {
     let df = ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let plan = pretty_format_batches(
-        &ctx.sql(&format!("EXPLAIN {sql}"))
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap(),
-    )
-    .unwrap()
-    .to_string();
-    (
-        df.collect().await.unwrap_or_else(|e| panic!("{sql}: {e}")),
-        plan,
-    )
+    let batches = df.collect().await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    (batches, explain(ctx, sql).await)
 }
 
 /// Compares results value by value: floats to 1e-12 relative (the fused sum adds in

@@ -3,6 +3,7 @@
 //! Each query also runs with pushdown defeated (`dim_k + 0`), which must agree. A second
 //! test does the same for random value ranges with value pruning on.
 
+use crate::util::explain;
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -150,18 +151,6 @@ async fn random_dim_ranges_match_brute_force() {
     }
 }
 
-fn explain(batches: &[RecordBatch]) -> String {
-    let mut s = String::new();
-    for b in batches {
-        let plans = b.column(1).as_string::<i32>();
-        for i in 0..plans.len() {
-            s.push_str(plans.value(i));
-            s.push('\n');
-        }
-    }
-    s
-}
-
 /// Random value-range predicates (plus sometimes a dim range) with value pruning on:
 /// arrays against brute force (value = 2 * flat + 1), the events CTable against the same
 /// table opened with pruning off. Zone maps fill in as queries run, so later queries
@@ -220,14 +209,7 @@ async fn random_value_ranges_match_brute_force() {
         let sql = format!("SELECT count(*), sum(value) FROM {table} WHERE {where_}");
         let got = two_ints(&ctx.sql(&sql).await.unwrap().collect().await.unwrap());
         assert_eq!(got, (count, sum), "query {q}: {sql}");
-        let plan = explain(
-            &ctx.sql(&format!("EXPLAIN SELECT value FROM {table} WHERE {where_}"))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap(),
-        );
+        let plan = explain(&ctx, &format!("SELECT value FROM {table} WHERE {where_}")).await;
         if plan.contains("value_pruning=pruned") && !plan.contains("value_pruning=pruned 0/") {
             pruned_queries += 1;
         }
@@ -266,14 +248,7 @@ async fn random_value_ranges_match_brute_force() {
     );
     // geom-1d-big's chunks (10,000 rows) were read in units of 800 rows (batch size 100):
     // its zone maps come from units added up per chunk.
-    let plan = explain(
-        &ctx.sql("EXPLAIN SELECT value FROM geom_1d_big WHERE value < 1000")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap(),
-    );
+    let plan = explain(&ctx, "SELECT value FROM geom_1d_big WHERE value < 1000").await;
     assert!(
         plan.contains("chunks=1/10 (pruned 9)") && plan.contains("(zone_map)"),
         "{plan}"

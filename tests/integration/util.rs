@@ -1,4 +1,4 @@
-//! Shared helpers: fixture paths, hashing.
+//! Shared helpers: fixture paths, hashing, plan text.
 
 use std::path::PathBuf;
 
@@ -91,4 +91,25 @@ pub fn sha256_hex(data: &[u8]) -> String {
         }
     }
     h.iter().map(|x| format!("{x:08x}")).collect()
+}
+
+/// The plan text of `EXPLAIN <sql>` in `ctx`: the plan column's rows, one per line.
+pub async fn explain(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {
+    use datafusion::arrow::array::{Array, AsArray};
+    let batches = ctx
+        .sql(&format!("EXPLAIN {sql}"))
+        .await
+        .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {e}"))
+        .collect()
+        .await
+        .unwrap();
+    let mut s = String::new();
+    for b in &batches {
+        let plans = b.column(1).as_string::<i32>();
+        for i in 0..plans.len() {
+            s.push_str(plans.value(i));
+            s.push('\n');
+        }
+    }
+    s
 }
