@@ -47,6 +47,7 @@ pub struct Chunk<'a> {
     buf: &'a [u8],
     dict: Option<codec::StreamDict<'a>>,
     codec: Option<Codec>,
+    shape: codec::StreamShape,
 }
 
 thread_local! {
@@ -100,11 +101,13 @@ impl<'a> Chunk<'a> {
     pub fn parse(buf: &'a [u8]) -> ChunkResult<Self> {
         let header = ChunkHeader::parse(buf)?;
         let buf = &buf[..header.cbytes];
+        let shape = codec::StreamShape::of_filters(&header.filters);
         let mut chunk = Chunk {
             header,
             buf,
             dict: None,
             codec: None,
+            shape,
         };
         let h = &chunk.header;
         if h.nbytes == 0 || h.special() != SpecialValue::None {
@@ -445,14 +448,13 @@ impl<'a> Chunk<'a> {
                     raw.copy_from_slice(payload);
                     Ok(())
                 } else {
-                    codec::decompress_stream(codec, payload, raw, self.dict.as_ref()).map_err(
-                        |why| ChunkError::Codec {
+                    codec::decompress_stream(codec, payload, raw, self.dict.as_ref(), self.shape)
+                        .map_err(|why| ChunkError::Codec {
                             block: j,
                             at: start + 4,
                             codec: codec.name(),
                             why,
-                        },
-                    )
+                        })
                 }
             })?;
             written += ublock;
@@ -676,14 +678,13 @@ impl<'a> Chunk<'a> {
                         None => out.copy_from_slice(src),
                     }
                 } else {
-                    codec::decompress_stream(codec, src, out, self.dict.as_ref()).map_err(
-                        |why| ChunkError::Codec {
+                    codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape)
+                        .map_err(|why| ChunkError::Codec {
                             block: j,
                             at,
                             codec: codec.name(),
                             why,
-                        },
-                    )?;
+                        })?;
                 }
                 pos += csize;
             }

@@ -51,8 +51,33 @@ impl std::fmt::Debug for StreamDict<'_> {
     }
 }
 
+/// What the bytes of a chunk's streams look like, known from its filters; LZ4 copies
+/// matches the way that suits the shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamShape {
+    /// Shuffled or bitshuffled byte planes (every typed column by default): mostly short
+    /// matches at varying distances.
+    Planes,
+    /// Data in its own byte order (no shuffle filter): strings and records repeat as
+    /// longer matches from further back.
+    Natural,
+}
+
+impl StreamShape {
+    /// The shape of streams that the filter pipeline `filters` (the header's six slots)
+    /// is undone on: planes when it shuffles or bitshuffles.
+    pub fn of_filters(filters: &[u8; 6]) -> Self {
+        if filters.iter().any(|&f| f == 1 || f == 2) {
+            StreamShape::Planes
+        } else {
+            StreamShape::Natural
+        }
+    }
+}
+
 /// Decompresses one stream of `codec` into `out` (exact size), with an optional chunk
-/// dictionary (`spec/chunk.md` §7).
+/// dictionary (`spec/chunk.md` §7). `shape` only picks how LZ4 copies matches: any shape
+/// decodes any stream to the same bytes.
 ///
 /// # Errors
 /// A message saying what the codec reported.
@@ -61,6 +86,7 @@ pub fn decompress_stream(
     src: &[u8],
     out: &mut [u8],
     dict: Option<&StreamDict>,
+    shape: StreamShape,
 ) -> Result<(), String> {
     match codec {
         Codec::BloscLz => {
@@ -70,7 +96,7 @@ pub fn decompress_stream(
             blosclz::decompress_into(src, out)
                 .map_err(|e| format!("{} (input offset {})", e.why, e.at))
         }
-        Codec::Lz4 => lz4::decompress_into(src, out, dict.map_or(&[], StreamDict::bytes))
+        Codec::Lz4 => lz4::decompress_into(src, out, dict.map_or(&[], StreamDict::bytes), shape)
             .map_err(|e| format!("lz4: {} (input offset {})", e.why, e.at)),
         Codec::Zlib => zlib_decompress(src, out),
         Codec::Zstd => zstd_decompress(src, out, dict),
@@ -164,14 +190,21 @@ fn copy_short_period(out: &mut [u8], op: usize, dist: usize, len: usize) {
     let from = op - dist;
     // The first `dist` bytes repeated over a word; `from + 8 <= op + 8` is in bounds.
     let w = u64::from_le_bytes(out[from..from + 8].try_into().expect("8 bytes"));
-    let mut pat = w & (u64::MAX >> (64 - 8 * dist));
-    let mut span = dist;
-    while span < 8 {
-        pat |= pat << (8 * span);
-        span *= 2;
-    }
-    let word = pat.to_le_bytes();
-    if 8 % dist == 0 {
+    // Each multiplier has a 1 at every multiple of the period below 8 bytes: the product
+    // repeats the masked pattern over the word (the copies do not overlap, so no carries).
+    const REPEAT: [u64; 9] = [
+        0,
+        0x0101_0101_0101_0101,
+        0x0001_0001_0001_0001,
+        0x0001_0000_0100_0001,
+        0x0000_0001_0000_0001,
+        0x0000_0100_0000_0001,
+        0x0001_0000_0000_0001,
+        0x0100_0000_0000_0001,
+        0x0000_0000_0000_0001,
+    ];
+    let word = ((w & (u64::MAX >> (64 - 8 * dist))).wrapping_mul(REPEAT[dist])).to_le_bytes();
+    if matches!(dist, 1 | 2 | 4 | 8) {
         let mut p16 = [0u8; 16];
         p16[..8].copy_from_slice(&word);
         p16[8..].copy_from_slice(&word);
