@@ -17,6 +17,7 @@
 //! unfiltered strings, `benches/README.md`), while the planes' 4–5-byte matches pay for
 //! the wider copy.
 
+#[cfg(doc)]
 use super::StreamShape;
 
 /// Why an LZ4 stream is invalid.
@@ -55,16 +56,17 @@ fn extra_len(src: &[u8], ip: &mut usize) -> Result<usize, Lz4Error> {
 /// # Errors
 /// A stream that reads past its end, has a zero offset, refers before the dictionary, or
 /// produces more or fewer bytes than `out.len()`.
-pub fn decompress_into(
-    src: &[u8],
-    out: &mut [u8],
-    dict: &[u8],
-    shape: StreamShape,
-) -> Result<(), Lz4Error> {
-    match shape {
-        StreamShape::Planes => decode::<false>(src, out, dict),
-        StreamShape::Natural => decode::<true>(src, out, dict),
-    }
+pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
+    decode::<false>(src, out, dict)
+}
+
+/// [`decompress_into`] for a stream of [`StreamShape::Natural`] data: the same bytes,
+/// with the match copy that suits that shape (see the module docs).
+///
+/// # Errors
+/// As [`decompress_into`].
+pub fn decompress_natural_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
+    decode::<true>(src, out, dict)
 }
 
 /// The decoder, with the match copy for natural data (`FAR`) or for byte planes.
@@ -211,8 +213,8 @@ mod tests {
     /// bytes (the tests below compare them with `lz4_flex`).
     fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
         let mut far = vec![0u8; out.len()];
-        let natural = super::decompress_into(src, &mut far, dict, StreamShape::Natural);
-        let planes = super::decompress_into(src, out, dict, StreamShape::Planes);
+        let natural = decompress_natural_into(src, &mut far, dict);
+        let planes = super::decompress_into(src, out, dict);
         assert_eq!(planes, natural, "the two shapes disagree");
         if planes.is_ok() {
             assert!(out[..] == far[..], "the two shapes decode different bytes");

@@ -96,8 +96,14 @@ pub fn decompress_stream(
             blosclz::decompress_into(src, out)
                 .map_err(|e| format!("{} (input offset {})", e.why, e.at))
         }
-        Codec::Lz4 => lz4::decompress_into(src, out, dict.map_or(&[], StreamDict::bytes), shape)
-            .map_err(|e| format!("lz4: {} (input offset {})", e.why, e.at)),
+        Codec::Lz4 => {
+            let dict = dict.map_or(&[][..], StreamDict::bytes);
+            match shape {
+                StreamShape::Planes => lz4::decompress_into(src, out, dict),
+                StreamShape::Natural => lz4::decompress_natural_into(src, out, dict),
+            }
+            .map_err(|e| format!("lz4: {} (input offset {})", e.why, e.at))
+        }
         Codec::Zlib => zlib_decompress(src, out),
         Codec::Zstd => zstd_decompress(src, out, dict),
         Codec::Snappy => Err("snappy streams are not supported (Blosc1-only codec)".into()),
