@@ -1,4 +1,4 @@
-//! The crate-wide [`Error`]: a layer error plus where it happened (path, chunk, offset).
+//! The crate-wide [`enum@Error`]: a layer error plus where it happened (path, chunk, offset).
 //!
 //! Lower layers report what they know (`ChunkError` knows the block and the offset inside
 //! the chunk); containers add the path and chunk index. [`Error::kind`] sorts failures by

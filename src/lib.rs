@@ -22,7 +22,7 @@
 //!
 //! - [`chunk`] — L1: one chunk, bytes in, bytes out; codecs, filters, SIMD kernels; no IO.
 //! - [`io`], [`container`], [`msgpack`] — L2: where chunks live, read through `object_store`.
-//! - [`array`], [`dataset`], [`describe`] — L3: dtypes, b2nd geometry, N-d arrays, tables.
+//! - [`mod@array`], [`dataset`], [`describe`] — L3: dtypes, b2nd geometry, N-d arrays, tables.
 //! - `arrow_reader` — L4 (feature `arrow`): dtypes → Arrow types, bytes → record batches.
 //! - `provider` — L5 (feature `datafusion`): `Blosc2Table`, `Blosc2Exec`, pushdown,
 //!   `STORED AS BLOSC2`, the `SessionContext` extension.

@@ -4,7 +4,7 @@
 //! Ours rather than `lz4_flex`'s because Blosc2's shuffled and bitshuffled streams are
 //! dominated by long matches at short distances, which `lz4_flex`'s safe decoder copies
 //! a byte at a time (0.3–0.7× C-Blosc2 on those chunks, see `benches/README.md`). Matches
-//! are copied by [`super::copy_match`], shared with BloscLZ. `lz4_flex` stays the oracle
+//! are copied by `copy_match`, shared with BloscLZ. `lz4_flex` stays the oracle
 //! the tests compare against. Safe code only: every read and write is bounds-checked, and
 //! literal runs of up to 64 bytes use one fixed 16- or 64-byte copy when both buffers have
 //! room for it.

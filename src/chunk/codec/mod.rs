@@ -1,6 +1,6 @@
 //! One decompressor per codec: `&[u8]` stream in, exactly `out.len()` bytes out.
 //!
-//! BloscLZ and LZ4 are ours (`blosclz.rs`, `lz4.rs`, sharing [`copy_match`]); zlib uses
+//! BloscLZ and LZ4 are ours (`blosclz.rs`, `lz4.rs`, sharing `copy_match`); zlib uses
 //! `flate2` (zlib-rs backend), Zstd the `zstd` crate. Stream forms: `spec/codecs.md` §2.
 
 pub mod blosclz;
