@@ -92,7 +92,7 @@ fn decode<const NATURAL: bool>(src: &[u8], out: &mut [u8], dict: &[u8]) -> Resul
             let w: &mut [u8; 38] = w.try_into().expect("38 bytes");
             let lit = (token >> 4) as usize;
             w[..16].copy_from_slice(&s[..16]);
-            let dist = u16::from_le_bytes([s[lit], s[lit + 1]]) as usize;
+            let dist = u16::from_le_bytes(s[lit..lit + 2].try_into().expect("2 bytes")) as usize;
             ip += lit + 2;
             op += lit;
             let len = (token & 15) as usize + 4;
