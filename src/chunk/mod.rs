@@ -47,7 +47,6 @@ pub struct Chunk<'a> {
     buf: &'a [u8],
     dict: Option<codec::StreamDict<'a>>,
     codec: Option<Codec>,
-    shape: codec::StreamShape,
 }
 
 thread_local! {
@@ -93,6 +92,11 @@ fn read_i32(buf: &[u8], at: usize, what: &'static str) -> ChunkResult<i32> {
 }
 
 impl<'a> Chunk<'a> {
+    /// What this chunk's streams decode to, by its filters (picks LZ4's match copy).
+    fn shape(&self) -> codec::StreamShape {
+        codec::StreamShape::of_filters(&self.header.filters)
+    }
+
     /// Parses the header and checks the bstarts table and dictionary against the buffer.
     /// `buf` may extend past the chunk; only `cbytes` bytes are used.
     ///
@@ -101,13 +105,11 @@ impl<'a> Chunk<'a> {
     pub fn parse(buf: &'a [u8]) -> ChunkResult<Self> {
         let header = ChunkHeader::parse(buf)?;
         let buf = &buf[..header.cbytes];
-        let shape = codec::StreamShape::of_filters(&header.filters);
         let mut chunk = Chunk {
             header,
             buf,
             dict: None,
             codec: None,
-            shape,
         };
         let h = &chunk.header;
         if h.nbytes == 0 || h.special() != SpecialValue::None {
@@ -448,7 +450,7 @@ impl<'a> Chunk<'a> {
                     raw.copy_from_slice(payload);
                     Ok(())
                 } else {
-                    codec::decompress_stream(codec, payload, raw, self.dict.as_ref(), self.shape)
+                    codec::decompress_stream(codec, payload, raw, self.dict.as_ref(), self.shape())
                         .map_err(|why| ChunkError::Codec {
                             block: j,
                             at: start + 4,
@@ -678,7 +680,7 @@ impl<'a> Chunk<'a> {
                         None => out.copy_from_slice(src),
                     }
                 } else {
-                    codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape)
+                    codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape())
                         .map_err(|why| ChunkError::Codec {
                             block: j,
                             at,
