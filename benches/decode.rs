@@ -103,24 +103,28 @@ const REPS: usize = 5;
 /// starts 16 bytes into a page, where half of the 32-byte stores of an unshuffle straddle
 /// two cache lines).
 struct PageAligned {
+    /// `PAGE` bytes more than asked for, so that a page boundary lies in the first `PAGE`.
     buf: Vec<u8>,
+    /// Where the page boundary is.
     at: usize,
-    len: usize,
 }
+
+const PAGE: usize = 4096;
 
 impl PageAligned {
     fn zeroed(len: usize) -> Self {
-        let buf = vec![0u8; len + 4096];
-        let at = buf.as_ptr().align_offset(4096);
-        PageAligned { buf, at, len }
+        let buf = vec![0u8; len + PAGE];
+        let at = buf.as_ptr().align_offset(PAGE);
+        PageAligned { buf, at }
     }
 
     fn bytes(&self) -> &[u8] {
-        &self.buf[self.at..self.at + self.len]
+        &self.buf[self.at..][..self.buf.len() - PAGE]
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.at..self.at + self.len]
+        let len = self.buf.len() - PAGE;
+        &mut self.buf[self.at..][..len]
     }
 }
 
