@@ -1,6 +1,7 @@
 //! Zones: the granularity at which value statistics are known and scans can be pruned.
-//! An array's zone is a chunk; a table's is a fixed run of [`Table::zone_rows`](crate::array::table::Table::zone_rows) rows (a
-//! CTable block, what its SUMMARY sidecars describe). Zoned planning cuts a selection into
+//! An array's zone is a chunk; a table's is a fixed run of
+//! [`Table::zone_rows`](crate::array::table::Table::zone_rows) rows (a CTable block, what
+//! its SUMMARY sidecars describe). Zoned planning cuts a selection into
 //! scan units that each lie inside one zone, so a unit can be skipped on its zone's
 //! min/max. This module also turns the statistics sources that need no decoding (SUMMARY
 //! sidecars, special-value chunks) into Arrow arrays.

@@ -34,7 +34,7 @@ impl_as!(AsI64, as_i64, i64: i8, i16, i32, i64, u8, u16, u32, u64);
 /// Independent partial sums: several additions in flight, in vector registers.
 const LANES: usize = 16;
 
-/// The sum of `v` as `f64`, in 16 interleaved partial sums added at the end.
+/// The sum of `v` as `f64`, in `LANES` interleaved partial sums added at the end.
 pub fn sum_f64<T: AsF64>(v: &[T]) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if super::enabled() && super::has_avx2() {
