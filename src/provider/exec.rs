@@ -1,8 +1,10 @@
 //! `Blosc2Exec`: the scan node. Each partition reads a contiguous run of scan units (boxes
-//! or row ranges), one batch per unit, sliced to `batch_size`; LIMIT stops it early and
-//! dropping the stream stops all work. Metrics show what was read and skipped.
+//! or row ranges), one batch per unit, sliced to `batch_size`, and when it runs out takes
+//! units from its siblings (`work.rs`); LIMIT stops it early and dropping the stream stops
+//! all work. Metrics show what was read and skipped.
 
 use super::prune::{PruneReport, ZoneAccumulator, ZoneMaps};
+use super::work::{ExecutionUnits, UnitSource};
 use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::zones::{ZonedUnit, unit_cost};
@@ -41,6 +43,8 @@ pub struct Blosc2Exec {
     chunks_total: u64,
     chunks_selected: u64,
     metrics: ExecutionPlanMetricsSet,
+    /// The units the partitions of the current execution share.
+    execution: Arc<ExecutionUnits>,
     props: Arc<PlanProperties>,
 }
 
@@ -142,17 +146,19 @@ impl Blosc2Exec {
             chunks_total,
             chunks_selected,
             metrics: ExecutionPlanMetricsSet::new(),
+            execution: Arc::default(),
             props,
         }
     }
 
     /// This scan yielding each scan unit as one batch, not sliced to `batch_size`: for a
     /// consumer of its own that folds every batch it gets (`Blosc2AggregateExec`), to
-    /// which slices are only per-batch overhead. Metrics start afresh.
+    /// which slices are only per-batch overhead. Metrics and executions start afresh.
     pub(crate) fn with_unit_batches(&self) -> Self {
         Self {
             batch_size: usize::MAX,
             metrics: ExecutionPlanMetricsSet::new(),
+            execution: Arc::default(),
             ..self.clone()
         }
     }
@@ -243,12 +249,26 @@ impl ExecutionPlan for Blosc2Exec {
         }
     }
 
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(Self {
+            execution: Arc::default(),
+            ..(*self).clone()
+        }))
+    }
+
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let units = self.partitions.get(partition).cloned().unwrap_or_default();
+        // Sharing units follows DataFusion's switch for its own file scans: executors that
+        // run partitions apart (and never poll the siblings) turn it off.
+        let share = context
+            .session_config()
+            .options()
+            .execution
+            .enable_file_stream_work_stealing;
+        let units = self.execution.source(&self.partitions, partition, share);
         let reader = self.reader.clone();
         let m = &self.metrics;
         let chunks_read = MetricBuilder::new(m).counter("chunks_read", partition);
@@ -287,9 +307,8 @@ impl ExecutionPlan for Blosc2Exec {
         let zone_maps = self.zone_maps.clone().filter(|_| !record.is_empty());
         let record_cols: Arc<Vec<usize>> = Arc::new(record.iter().map(|&(_, f)| f).collect());
         let record = Arc::new(record);
-        let stream = futures::stream::unfold(
-            (units.into_iter(), 0usize, None),
-            move |(mut it, produced, mut acc)| {
+        let stream =
+            futures::stream::unfold((units, 0usize, None), move |(mut it, produced, mut acc)| {
                 let reader = reader.clone();
                 let zone_maps = zone_maps.clone();
                 let record = Arc::clone(&record);
@@ -334,14 +353,13 @@ impl ExecutionPlan for Blosc2Exec {
                         }
                         Err(e) => Some((
                             futures::stream::iter(vec![Err(super::to_df(e))]),
-                            (Vec::new().into_iter(), produced, None),
+                            (UnitSource::Own(Vec::new().into_iter()), produced, None),
                         )),
                     }
                 }
-            },
-        )
-        .flatten()
-        .filter(|r| futures::future::ready(!matches!(r, Ok(b) if b.num_rows() == 0)));
+            })
+            .flatten()
+            .filter(|r| futures::future::ready(!matches!(r, Ok(b) if b.num_rows() == 0)));
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.reader.schema(),
             stream,

@@ -8,6 +8,7 @@ pub mod prune;
 pub mod pushdown;
 pub mod session;
 pub mod table;
+mod work;
 
 pub use aggregate::{Blosc2AggregateExec, Blosc2AggregatePushdown};
 pub use exec::Blosc2Exec;

@@ -351,3 +351,56 @@ async fn scans_decode_each_block_once() {
         }
     }
 }
+
+/// The partitions of one execution share their units (DataFusion's
+/// `enable_file_stream_work_stealing`): however they are polled, every row comes out
+/// exactly once, and a partition polled alone takes its siblings' units too. The same plan
+/// executed again reads everything again. With sharing off each partition reads only its
+/// own units.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_share_units_and_each_row_comes_once() {
+    use datafusion::physical_plan::common::collect;
+    let path = format!(
+        "{}/tests/fixtures/b2nd/geom-1d-big.b2nd",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let want: Vec<i64> = (0..100_000).map(|i| 2 * i + 1).collect();
+    for share in [true, false] {
+        let mut cfg = SessionConfig::new()
+            .with_target_partitions(3)
+            .with_batch_size(1000);
+        cfg.options_mut().execution.enable_file_stream_work_stealing = share;
+        let ctx = SessionContext::new_with_config(cfg);
+        ctx.register_blosc2("t", &path, Blosc2Options::default())
+            .await
+            .unwrap();
+        let plan = ctx
+            .sql("SELECT value FROM t")
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        assert_eq!(plan.properties().partitioning.partition_count(), 3);
+        for run in 0..2 {
+            let (mut rows, mut got) = (Vec::new(), Vec::<i64>::new());
+            // The last partition first, drained before the others are opened.
+            for p in [2, 0, 1] {
+                let batches = collect(plan.execute(p, ctx.task_ctx()).unwrap())
+                    .await
+                    .unwrap();
+                rows.push(batches.iter().map(RecordBatch::num_rows).sum::<usize>());
+                for b in &batches {
+                    got.extend(b.column(0).as_primitive::<Int64Type>().values());
+                }
+            }
+            got.sort_unstable();
+            assert!(got == want, "sharing {share}, run {run}: rows {rows:?}");
+            if share {
+                assert_eq!(rows, [100_000, 0, 0], "run {run}");
+            } else {
+                assert!(rows.iter().all(|&r| r > 0 && r < 100_000), "{rows:?}");
+            }
+        }
+    }
+}
