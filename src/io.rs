@@ -4,16 +4,19 @@
 //! Reads are ranges; [`Location::get_ranges`] lets the store coalesce neighbours. Request
 //! counts are asserted by the tests with a counting `ObjectStore` wrapper.
 //!
-//! Local files ([`Location::local`]) read their ranges from the file handle the store's
-//! `get_opts` hands out, into buffers recycled once every holder has dropped them
+//! Local files ([`Location::local`]) are opened and read in one task on the runtime's
+//! blocking threads, into buffers recycled once every holder has dropped them
 //! (`ReadPool`). `LocalFileSystem::get_ranges` zero-fills a fresh buffer per range, and a
 //! full scan spent about as long zero-filling and page-faulting those buffers as decoding.
+//! Its `get_opts` opens the file in a blocking task of its own, and each hand-off between
+//! threads cost a scan's fetch about as much as the open itself (`benches/README.md`).
 
 use crate::error::{Error, Result};
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{GetOptions, ObjectStore, ObjectStoreExt};
+use object_store::{ObjectStore, ObjectStoreExt};
 use std::ops::Range;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// A file or directory inside an object store.
@@ -23,7 +26,29 @@ pub struct Location {
     path: Path,
     display: String,
     /// Set for local files: their reads go through `Location::read_file_ranges`.
-    reads: Option<Arc<ReadPool>>,
+    local: Option<LocalFile>,
+}
+
+/// Where a local file is on disk (as the store maps its path), and the read buffers of its
+/// file tree.
+#[derive(Debug, Clone)]
+struct LocalFile {
+    fs: Arc<object_store::local::LocalFileSystem>,
+    on_disk: PathBuf,
+    pool: Arc<ReadPool>,
+}
+
+impl LocalFile {
+    /// `path` of the store `fs`; `None` when the store refuses the path (its own reads
+    /// then report why).
+    fn new(
+        fs: Arc<object_store::local::LocalFileSystem>,
+        path: &Path,
+        pool: Arc<ReadPool>,
+    ) -> Option<Self> {
+        let on_disk = fs.path_to_filesystem(path).ok()?;
+        Some(LocalFile { fs, on_disk, pool })
+    }
 }
 
 /// Read buffers of one local file tree, kept for reuse once the [`Bytes`] made from them
@@ -102,7 +127,7 @@ impl Location {
             store,
             path,
             display: display.into(),
-            reads: None,
+            local: None,
         }
     }
 
@@ -117,9 +142,10 @@ impl Location {
             .map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?;
         let os_path = Path::from_absolute_path(&abs)
             .map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?;
-        let store: Arc<dyn ObjectStore> = Arc::new(object_store::local::LocalFileSystem::new());
-        let mut loc = Location::new(store, os_path, p.display().to_string());
-        loc.reads = Some(Arc::default());
+        let fs = Arc::new(object_store::local::LocalFileSystem::new());
+        let local = LocalFile::new(Arc::clone(&fs), &os_path, Arc::default());
+        let mut loc = Location::new(fs, os_path, p.display().to_string());
+        loc.local = local;
         Ok(loc)
     }
 
@@ -145,11 +171,15 @@ impl Location {
             path = path.clone().join(part);
         }
         let display = format!("{}/{}", self.display.trim_end_matches('/'), name);
+        let local = self
+            .local
+            .as_ref()
+            .and_then(|l| LocalFile::new(Arc::clone(&l.fs), &path, Arc::clone(&l.pool)));
         Location {
             store: Arc::clone(&self.store),
             path,
             display,
-            reads: self.reads.clone(),
+            local,
         }
     }
 
@@ -233,8 +263,8 @@ impl Location {
         if ranges.is_empty() {
             return Ok(Vec::new());
         }
-        let out = match &self.reads {
-            Some(pool) => self.read_file_ranges(Some(ranges), pool).await?,
+        let out = match &self.local {
+            Some(local) => self.read_file_ranges(Some(ranges), local).await?,
             None => None,
         };
         let out = match out {
@@ -257,33 +287,37 @@ impl Location {
         Error::corrupt(&self.display, "file", format!("short read of {r:?}"))
     }
 
-    /// `ranges` of a local file (all of it for `None`), read from the handle `get_opts`
-    /// returns (a local store opens the file and reads nothing more) into buffers from
-    /// `pool`, on the runtime's blocking threads as the store itself reads. `Ok(None)`
-    /// where the store streams instead of handing out a file.
+    /// `ranges` of a local file (all of it for `None`), opened and read in one task on
+    /// the runtime's blocking threads (inline outside a runtime), into buffers from the
+    /// file tree's pool. A directory is "not found", as the store reports it. `Ok(None)`
+    /// where the store reads instead (not unix).
     #[cfg(unix)]
     async fn read_file_ranges(
         &self,
         ranges: Option<&[Range<u64>]>,
-        pool: &Arc<ReadPool>,
+        local: &LocalFile,
     ) -> Result<Option<Vec<Bytes>>> {
-        use object_store::GetResultPayload;
         use std::os::unix::fs::FileExt;
-        let res = self
-            .store
-            .get_opts(&self.path, GetOptions::default())
-            .await
-            .map_err(|e| self.io_err(e))?;
-        let size = res.meta.size;
-        let ranges = ranges.map_or_else(|| vec![0..size], <[_]>::to_vec);
-        if let Some(r) = ranges.iter().find(|r| r.end > size || r.start > r.end) {
-            return Err(self.short_read(r));
-        }
-        let GetResultPayload::File(file, _) = res.payload else {
-            return Ok(None);
-        };
-        let (pool, this) = (Arc::clone(pool), self.clone());
+        let ranges = ranges.map(<[_]>::to_vec);
+        let (pool, on_disk, this) = (Arc::clone(&local.pool), local.on_disk.clone(), self.clone());
         let read = move || -> Result<Vec<Bytes>> {
+            let not_found = || Error::NotFound {
+                path: this.display.clone(),
+                what: String::new(),
+            };
+            let file = std::fs::File::open(&on_disk).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => not_found(),
+                _ => this.local_io(e),
+            })?;
+            let meta = file.metadata().map_err(|e| this.local_io(e))?;
+            if meta.is_dir() {
+                return Err(not_found());
+            }
+            let size = meta.len();
+            let ranges = ranges.unwrap_or_else(|| vec![0..size]);
+            if let Some(r) = ranges.iter().find(|r| r.end > size || r.start > r.end) {
+                return Err(this.short_read(r));
+            }
             let mut out = Vec::with_capacity(ranges.len());
             for r in &ranges {
                 let len = (r.end - r.start) as usize;
@@ -315,7 +349,7 @@ impl Location {
     async fn read_file_ranges(
         &self,
         _ranges: Option<&[Range<u64>]>,
-        _pool: &Arc<ReadPool>,
+        _local: &LocalFile,
     ) -> Result<Option<Vec<Bytes>>> {
         Ok(None)
     }
@@ -335,8 +369,8 @@ impl Location {
     /// # Errors
     /// Storage errors ("not found" included).
     pub async fn get_all(&self) -> Result<Bytes> {
-        if let Some(pool) = &self.reads
-            && let Some(mut b) = self.read_file_ranges(None, pool).await?
+        if let Some(local) = &self.local
+            && let Some(mut b) = self.read_file_ranges(None, local).await?
         {
             return Ok(b.pop().expect("one range"));
         }
@@ -429,5 +463,30 @@ mod tests {
                 .contains("short read of 199990..200001"),
             "past the end"
         );
+    }
+
+    /// A missing file and a directory are "not found", as the store reports them, inside
+    /// a runtime or not.
+    #[test]
+    fn local_missing_files_and_directories_are_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let root = Location::local(dir.path()).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        for name in ["missing.bin", "sub"] {
+            let loc = root.child(name);
+            for e in [
+                futures::executor::block_on(loc.get_all()).unwrap_err(),
+                rt.block_on(loc.get_ranges(&[0..1])).unwrap_err(),
+            ] {
+                assert!(
+                    matches!(&e, Error::NotFound { path, .. } if path.ends_with(name)),
+                    "{e}"
+                );
+            }
+        }
     }
 }
