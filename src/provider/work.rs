@@ -2,7 +2,7 @@
 //! lets sibling partitions share work (DataFusion's
 //! `datafusion.execution.enable_file_stream_work_stealing`, on by default), queues shared
 //! by the partitions of one execution, from which a partition that has run out of its own
-//! units takes the last unit of the sibling with the most left.
+//! units takes the last zone of the sibling with the most left.
 //!
 //! Plans balance partitions by an estimate of bytes; decode speed differs from chunk to
 //! chunk and other work competes for the cores, so one partition used to finish several
@@ -41,28 +41,52 @@ impl SharedUnits {
         !std::mem::replace(&mut opened[partition], true)
     }
 
-    /// The next unit for `partition`: the front of its own queue, else the back of the
-    /// sibling queue with the most units left; `None` when every queue is empty.
+    /// The next unit for `partition`: the front of its own queue, else a zone taken whole
+    /// from the back of the sibling queue with the most units left; `None` when nothing
+    /// is left to take. A zone's units stay with one partition, so its zone map is still
+    /// learned: a queue whose units all lie in one zone (which its owner may be reading) is
+    /// left to its owner.
     fn next(&self, partition: usize) -> Option<ZonedUnit> {
-        if let Some(u) = lock(&self.queues[partition]).pop_front() {
-            return Some(u);
-        }
         loop {
-            let (victim, left) = self
+            if let Some(u) = lock(&self.queues[partition]).pop_front() {
+                return Some(u);
+            }
+            let mut victims: Vec<(usize, usize)> = self
                 .queues
                 .iter()
                 .enumerate()
                 .map(|(i, q)| (i, lock(q).len()))
-                .max_by_key(|&(_, n)| n)?;
-            if left == 0 {
-                return None;
-            }
-            // Another partition may have emptied it since it was counted: look again.
-            if let Some(u) = lock(&self.queues[victim]).pop_back() {
-                return Some(u);
-            }
+                .filter(|&(_, n)| n > 0)
+                .collect();
+            victims.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+            let stolen = victims
+                .iter()
+                .find_map(|&(v, _)| take_zone(&mut lock(&self.queues[v])));
+            let mut stolen = stolen?;
+            // Taken from the back: put back in order.
+            stolen.reverse();
+            lock(&self.queues[partition]).extend(stolen);
         }
     }
+}
+
+/// The units of the last zone of `q`, removed from its back (last first); `None` when the
+/// queue is empty or all its units lie in one zone. Units outside zone planning
+/// (`zone_rows == 0`) go one at a time.
+fn take_zone(q: &mut VecDeque<ZonedUnit>) -> Option<Vec<ZonedUnit>> {
+    let back = q.back()?;
+    if back.zone_rows == 0 {
+        return q.pop_back().map(|u| vec![u]);
+    }
+    let zone = back.zone;
+    if q.front().is_some_and(|f| f.zone == zone) {
+        return None;
+    }
+    let mut out = Vec::new();
+    while q.back().is_some_and(|u| u.zone == zone) {
+        out.extend(q.pop_back());
+    }
+    Some(out)
 }
 
 /// A poisoned queue still holds whole units (a panic cannot leave one half-popped).
@@ -157,6 +181,37 @@ mod tests {
         let got_a: Vec<u64> = a.by_ref().map(|u| start(&u)).collect();
         assert_eq!(got_a, vec![0, 1, 2, 3]);
         assert!(b.next().is_none());
+    }
+
+    #[test]
+    fn zones_are_taken_whole_and_a_zone_being_read_is_left() {
+        let zoned = |r: u64, zone: u64| ZonedUnit {
+            unit: ScanUnit::Rows(r..r + 1),
+            zone,
+            zone_rows: 2,
+        };
+        let plan = vec![
+            vec![
+                zoned(0, 0),
+                zoned(1, 0),
+                zoned(2, 1),
+                zoned(3, 1),
+                zoned(4, 2),
+            ],
+            vec![zoned(5, 3)],
+        ];
+        let ex = ExecutionUnits::default();
+        let mut a = ex.source(&plan, 0, true);
+        let mut b = ex.source(&plan, 1, true);
+        assert_eq!(start(&a.next().unwrap()), 0);
+        let got_b: Vec<u64> = b.by_ref().take(3).map(|u| start(&u)).collect();
+        // Its own, then zone 2, then zone 1 in order.
+        assert_eq!(got_b, vec![5, 4, 2]);
+        assert_eq!(start(&b.next().unwrap()), 3);
+        // Zone 0, which partition 0 is reading, stays with it.
+        assert!(b.next().is_none());
+        assert_eq!(start(&a.next().unwrap()), 1);
+        assert!(a.next().is_none());
     }
 
     #[test]

@@ -354,7 +354,7 @@ async fn scans_decode_each_block_once() {
 
 /// The partitions of one execution share their units (DataFusion's
 /// `enable_file_stream_work_stealing`): however they are polled, every row comes out
-/// exactly once, and a partition polled alone takes its siblings' units too. The same plan
+/// exactly once, and a partition polled alone takes its siblings' zones too. The same plan
 /// executed again reads everything again. With sharing off each partition reads only its
 /// own units.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -397,7 +397,11 @@ async fn partitions_share_units_and_each_row_comes_once() {
             got.sort_unstable();
             assert!(got == want, "sharing {share}, run {run}: rows {rows:?}");
             if share {
-                assert_eq!(rows, [100_000, 0, 0], "run {run}");
+                // All but the zone (a 10,000-row chunk) each sibling was left reading.
+                assert!(
+                    rows[0] >= 80_000 && rows[1..].iter().all(|&r| r <= 10_000),
+                    "run {run}: {rows:?}"
+                );
             } else {
                 assert!(rows.iter().all(|&r| r > 0 && r < 100_000), "{rows:?}");
             }
