@@ -183,12 +183,17 @@ impl Location {
         }
     }
 
+    /// Nothing is stored here.
+    fn not_found(&self) -> Error {
+        Error::NotFound {
+            path: self.display.clone(),
+            what: String::new(),
+        }
+    }
+
     fn io_err(&self, source: object_store::Error) -> Error {
         match source {
-            object_store::Error::NotFound { .. } => Error::NotFound {
-                path: self.display.clone(),
-                what: String::new(),
-            },
+            object_store::Error::NotFound { .. } => self.not_found(),
             source => Error::Io {
                 path: self.display.clone(),
                 source,
@@ -301,17 +306,13 @@ impl Location {
         let ranges = ranges.map(<[_]>::to_vec);
         let (pool, on_disk, this) = (Arc::clone(&local.pool), local.on_disk.clone(), self.clone());
         let read = move || -> Result<Vec<Bytes>> {
-            let not_found = || Error::NotFound {
-                path: this.display.clone(),
-                what: String::new(),
-            };
             let file = std::fs::File::open(&on_disk).map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => not_found(),
+                std::io::ErrorKind::NotFound => this.not_found(),
                 _ => this.local_io(e),
             })?;
             let meta = file.metadata().map_err(|e| this.local_io(e))?;
             if meta.is_dir() {
-                return Err(not_found());
+                return Err(this.not_found());
             }
             let size = meta.len();
             let ranges = ranges.unwrap_or_else(|| vec![0..size]);

@@ -110,8 +110,8 @@ impl ExecutionUnits {
         partition: usize,
         share: bool,
     ) -> UnitSource {
-        let own = partitions.get(partition).cloned().unwrap_or_default();
         if !share || partitions.len() < 2 || partition >= partitions.len() {
+            let own = partitions.get(partition).cloned().unwrap_or_default();
             return UnitSource::Own(own.into_iter());
         }
         let mut current = lock(&self.current);
