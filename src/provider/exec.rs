@@ -99,12 +99,16 @@ impl Blosc2Exec {
             Dataset::Array(a) => {
                 let mut touched = std::collections::BTreeSet::new();
                 for u in &units {
-                    if let ScanUnit::Box(b) = &u.unit {
-                        touched.extend(if a.geometry.ndim() == 0 {
-                            vec![0]
-                        } else {
-                            a.geometry.chunks_in_box(b)
-                        });
+                    match &u.unit {
+                        // A zoned unit of an array lies in the one chunk it names.
+                        _ if u.zone != u64::MAX => {
+                            touched.insert(u.zone);
+                        }
+                        ScanUnit::Box(_) if a.geometry.ndim() == 0 => {
+                            touched.insert(0);
+                        }
+                        ScanUnit::Box(b) => touched.extend(a.geometry.chunks_in_box(b)),
+                        ScanUnit::Rows(_) => {}
                     }
                 }
                 (a.geometry.nchunks(), touched.len() as u64)
