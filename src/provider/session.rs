@@ -282,13 +282,19 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
                 .map(Some);
         }
         let loc = resolve_location(&self.runtime, url)?;
+        // A name with a Blosc2 extension means a container: that it is missing or is not
+        // one is the error to show, not DataFusion's "table '….x.b2nd' not found".
+        let ours = MEMBER_EXTENSIONS
+            .iter()
+            .any(|e| last.trim_end_matches('/').ends_with(e));
         match Dataset::open(&loc, &OpenOptions::default()).await {
             Ok(ds) => Ok(Some(Arc::new(Blosc2Table::new(ds)))),
             Err(e)
-                if matches!(
-                    e.kind(),
-                    crate::ErrorKind::NotFound | crate::ErrorKind::NotAContainer
-                ) =>
+                if !ours
+                    && matches!(
+                        e.kind(),
+                        crate::ErrorKind::NotFound | crate::ErrorKind::NotAContainer
+                    ) =>
             {
                 Ok(None)
             }
