@@ -12,7 +12,7 @@ mod work;
 
 pub use aggregate::{Blosc2AggregateExec, Blosc2AggregatePushdown};
 pub use exec::Blosc2Exec;
-pub use multi::Blosc2MultiTable;
+pub use multi::{Blosc2MultiTable, FILENAME_COLUMN};
 pub use session::{
     Blosc2Options, Blosc2SessionExt, Blosc2TableFactory, Blosc2UrlTableFactory, resolve_location,
 };

@@ -3,19 +3,39 @@
 //! `.b2d` entries). Each member is a [`Blosc2Table`] (its own pushdown, pruning, zone maps
 //! and statistics); the scan is the union of the members' scans, in file-name order.
 //!
-//! Array members keep their own coordinates: `dim_k` restarts at 0 in each file.
+//! Array members keep their own coordinates: `dim_k` restarts at 0 in each file. The last
+//! column, [`FILENAME_COLUMN`], names each row's member (its name in the directory), so
+//! rows of different files can be told apart; a filter on it alone picks the members to
+//! scan while planning.
 
 use super::table::Blosc2Table;
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::array::{Array, ArrayRef, BooleanArray, DictionaryArray, StringArray, UInt16Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt16Type};
+use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
 use datafusion::catalog::Session;
-use datafusion::common::Statistics;
+use datafusion::common::{ColumnStatistics, DFSchema, ScalarValue, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::union::UnionExec;
 use std::sync::Arc;
+
+/// The column of a multi-file table that holds each row's member file name (the entry's
+/// name in the table's directory, e.g. `temps_2025.b2nd`). Not added when the members
+/// already have a column of that name.
+pub const FILENAME_COLUMN: &str = "filename";
+
+/// The type of [`FILENAME_COLUMN`]: dictionary-encoded, as DataFusion's own partition
+/// columns are.
+fn filename_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::UInt16), Box::new(DataType::Utf8))
+}
 
 /// Extensions of the entries a directory or glob contributes.
 pub const MEMBER_EXTENSIONS: [&str; 5] = [".b2nd", ".b2frame", ".b2f", ".b2z", ".b2d"];
@@ -49,6 +69,8 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
 pub struct Blosc2MultiTable {
     members: Vec<(String, Blosc2Table)>,
     schema: SchemaRef,
+    /// Index of [`FILENAME_COLUMN`] in `schema` (the last column), when it was added.
+    filename: Option<usize>,
 }
 
 impl Blosc2MultiTable {
@@ -82,21 +104,106 @@ impl Blosc2MultiTable {
         let mut meta = base.metadata().clone();
         meta.remove("blosc2.attributes");
         meta.insert("blosc2.files".into(), members.len().to_string());
-        let schema = Arc::new(Schema::new_with_metadata(
-            base.fields().clone(),
-            meta.clone(),
-        ));
+        let mut fields: Vec<Arc<Field>> = base.fields().iter().cloned().collect();
+        let filename = (base.index_of(FILENAME_COLUMN).is_err()).then(|| {
+            fields.push(Arc::new(Field::new(
+                FILENAME_COLUMN,
+                filename_type(),
+                false,
+            )));
+            fields.len() - 1
+        });
+        let schema = Arc::new(Schema::new_with_metadata(fields, meta.clone()));
         let members = members
             .into_iter()
             .map(|(n, t)| (n, t.with_schema_metadata(meta.clone())))
             .collect();
-        Ok(Blosc2MultiTable { members, schema })
+        Ok(Blosc2MultiTable {
+            members,
+            schema,
+            filename,
+        })
+    }
+
+    /// True when `e` names [`FILENAME_COLUMN`] (and the table has it).
+    fn names_filename(&self, e: &Expr) -> bool {
+        self.filename.is_some() && e.column_refs().iter().any(|c| c.name == FILENAME_COLUMN)
+    }
+
+    /// Which members pass `filters` (each naming only [`FILENAME_COLUMN`]): each is
+    /// evaluated on a one-row batch holding the member's name; null counts as false.
+    fn members_passing(&self, state: &dyn Session, filters: &[&Expr]) -> Result<Vec<bool>> {
+        let mut keep = vec![true; self.members.len()];
+        if filters.is_empty() {
+            return Ok(keep);
+        }
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            FILENAME_COLUMN,
+            filename_type(),
+            false,
+        )]));
+        let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+        let exprs = filters
+            .iter()
+            .map(|f| state.create_physical_expr((*f).clone(), &df_schema))
+            .collect::<Result<Vec<_>>>()?;
+        for ((name, _), k) in self.members.iter().zip(&mut keep) {
+            let col: ArrayRef = Arc::new(DictionaryArray::<UInt16Type>::new(
+                UInt16Array::from(vec![0u16]),
+                Arc::new(StringArray::from(vec![member_name(name)])),
+            ));
+            let batch = RecordBatch::try_new(Arc::clone(&schema), vec![col])?;
+            for e in &exprs {
+                let v = e.evaluate(&batch)?.into_array(1)?;
+                let b = v.as_any().downcast_ref::<BooleanArray>();
+                if !b.is_some_and(|b| b.is_valid(0) && b.value(0)) {
+                    *k = false;
+                }
+            }
+        }
+        Ok(keep)
+    }
+
+    /// `plan` (a member's scan of the columns of `wanted` but the file column, in order)
+    /// with the file column put back where `wanted` has it, holding `name` on every row.
+    fn add_filename(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        wanted: &[usize],
+        name: &str,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let value = ScalarValue::Dictionary(
+            Box::new(DataType::UInt16),
+            Box::new(ScalarValue::Utf8(Some(name.to_string()))),
+        );
+        let mut pos = 0;
+        let exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = wanted
+            .iter()
+            .map(|&i| {
+                let field_name = self.schema.field(i).name().clone();
+                if Some(i) == self.filename {
+                    (Arc::new(Literal::new(value.clone())) as _, field_name)
+                } else {
+                    pos += 1;
+                    (Arc::new(Column::new(&field_name, pos - 1)) as _, field_name)
+                }
+            })
+            .collect();
+        Ok(Arc::new(ProjectionExec::try_new(exprs, plan)?))
     }
 
     /// The members, in scan order.
     pub fn members(&self) -> &[(String, Blosc2Table)] {
         &self.members
     }
+}
+
+/// The value of [`FILENAME_COLUMN`] for the member at `path`: its last path component.
+fn member_name(path: &str) -> &str {
+    path.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
 }
 
 fn field_list(s: &Schema) -> Vec<String> {
@@ -120,11 +227,22 @@ impl TableProvider for Blosc2MultiTable {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        // The weakest answer any member gives.
+        // A filter naming the file column picks members (when it names nothing else) and
+        // is left to DataFusion; the others get the weakest answer any member gives.
+        let (named, rest): (Vec<_>, Vec<_>) = filters
+            .iter()
+            .enumerate()
+            .partition(|(_, f)| self.names_filename(f));
         let mut out = vec![TableProviderFilterPushDown::Exact; filters.len()];
+        for (i, _) in named {
+            out[i] = TableProviderFilterPushDown::Inexact;
+        }
+        let (idx, rest): (Vec<usize>, Vec<&Expr>) = rest.into_iter().map(|(i, f)| (i, *f)).unzip();
         for (_, t) in &self.members {
-            for (o, m) in out.iter_mut().zip(t.supports_filters_pushdown(filters)?) {
+            let answers = t.supports_filters_pushdown(&rest)?;
+            for (&i, m) in idx.iter().zip(answers) {
                 use TableProviderFilterPushDown::*;
+                let o = &mut out[i];
                 *o = match (&*o, m) {
                     (Unsupported, _) | (_, Unsupported) => Unsupported,
                     (Inexact, _) | (_, Inexact) => Inexact,
@@ -141,7 +259,13 @@ impl TableProvider for Blosc2MultiTable {
             .iter()
             .map(|(_, t)| t.statistics())
             .collect::<Option<_>>()?;
-        Statistics::try_merge_iter(&stats, &self.schema).ok()
+        let mut merged = Statistics::try_merge_iter(&stats, &self.members[0].1.schema()).ok()?;
+        if self.filename.is_some() {
+            merged
+                .column_statistics
+                .push(ColumnStatistics::new_unknown());
+        }
+        Some(merged)
     }
 
     async fn scan(
@@ -151,9 +275,42 @@ impl TableProvider for Blosc2MultiTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let (named, rest): (Vec<&Expr>, Vec<Expr>) = {
+            let (n, r): (Vec<&Expr>, Vec<&Expr>) =
+                filters.iter().partition(|f| self.names_filename(f));
+            (n, r.into_iter().cloned().collect())
+        };
+        // Filters naming only the file column pick members; those naming it with other
+        // columns stay with DataFusion alone.
+        let only_name: Vec<&Expr> = named
+            .into_iter()
+            .filter(|f| f.column_refs().iter().all(|c| c.name == FILENAME_COLUMN))
+            .collect();
+        let keep = self.members_passing(state, &only_name)?;
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let with_name = self.filename.is_some_and(|f| wanted.contains(&f));
+        // What the members produce: the requested columns but the file column, in order.
+        let member_proj: Option<Vec<usize>> = match (projection, self.filename) {
+            (Some(p), Some(f)) => Some(p.iter().copied().filter(|&i| i != f).collect()),
+            (Some(p), None) => Some(p.clone()),
+            (None, _) => None,
+        };
         let mut plans = Vec::with_capacity(self.members.len());
-        for (_, t) in &self.members {
-            plans.push(t.scan(state, projection, filters, limit).await?);
+        for ((path, t), _) in self.members.iter().zip(&keep).filter(|(_, k)| **k) {
+            let plan = t.scan(state, member_proj.as_ref(), &rest, limit).await?;
+            plans.push(if with_name {
+                self.add_filename(plan, &wanted, member_name(path))?
+            } else {
+                plan
+            });
+        }
+        if plans.is_empty() {
+            return Ok(Arc::new(EmptyExec::new(Arc::new(
+                self.schema.project(&wanted)?,
+            ))));
         }
         UnionExec::try_new(plans)
     }

@@ -221,10 +221,8 @@ pub async fn open_provider(
         let path = format!("{dir_str}/{n}");
         members.push((path.clone(), open_table(runtime, &path, opts).await?));
     }
-    if members.len() == 1 && glob {
-        let (_, t) = members.pop().expect("one member");
-        return Ok(Arc::new(t));
-    }
+    // A glob that matches one file is still a multi-file table: its schema (with the
+    // file column) does not depend on how many files match today.
     Ok(Arc::new(Blosc2MultiTable::try_new(members)?))
 }
 
