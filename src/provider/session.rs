@@ -255,10 +255,22 @@ impl TableProviderFactory for Blosc2TableFactory {
     }
 }
 
-/// Lets `SELECT * FROM 'data/x.b2nd'` open a container by its quoted path.
+/// Lets `SELECT * FROM 'data/x.b2nd'` open a container by its quoted path; other paths
+/// (`'out.parquet'`) go to the factory it was given to fall back on.
 #[derive(Debug)]
 pub struct Blosc2UrlTableFactory {
     runtime: Arc<RuntimeEnv>,
+    fallback: Option<Arc<dyn UrlTableFactory>>,
+}
+
+impl Blosc2UrlTableFactory {
+    /// Not a Blosc2 container: the fallback's answer, if there is one.
+    async fn other(&self, url: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        match &self.fallback {
+            Some(f) => f.try_new(url).await,
+            None => Ok(None),
+        }
+    }
 }
 
 #[async_trait]
@@ -273,7 +285,7 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
         if last.contains(['*', '?']) {
             // Globs of Blosc2 files only; other globs are left to other factories.
             if !MEMBER_EXTENSIONS.iter().any(|e| last.ends_with(e)) {
-                return Ok(None);
+                return self.other(url).await;
             }
             return open_provider(&self.runtime, url, &Blosc2Options::default())
                 .await
@@ -294,7 +306,7 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
                         crate::ErrorKind::NotFound | crate::ErrorKind::NotAContainer
                     ) =>
             {
-                Ok(None)
+                self.other(url).await
             }
             Err(e) => Err(to_df(e)),
         }
@@ -328,7 +340,9 @@ pub trait Blosc2SessionExt {
     async fn read_blosc2(&self, location: &str, opts: Blosc2Options) -> Result<DataFrame>;
     /// Installs `STORED AS BLOSC2` in this session.
     fn enable_blosc2(&self);
-    /// Returns a context where quoted paths in FROM open containers directly.
+    /// Returns a context where quoted paths in FROM open containers directly, and other
+    /// files DataFusion reads (`'out.parquet'`, CSV, …) as DataFusion's own
+    /// [`SessionContext::enable_url_table`] would.
     fn with_blosc2_url_tables(self) -> SessionContext;
 }
 
@@ -357,11 +371,14 @@ impl Blosc2SessionExt for SessionContext {
 
     fn with_blosc2_url_tables(self) -> SessionContext {
         use datafusion::catalog::DynamicFileCatalog;
+        use datafusion::datasource::dynamic_file::DynamicListTableFactory;
         let state = self.state();
+        let listing = Arc::new(DynamicListTableFactory::default());
         let list = Arc::new(DynamicFileCatalog::new(
             Arc::clone(state.catalog_list()),
             Arc::new(Blosc2UrlTableFactory {
                 runtime: Arc::clone(state.runtime_env()),
+                fallback: Some(Arc::clone(&listing) as Arc<dyn UrlTableFactory>),
             }),
         ));
         let ctx: SessionContext =
@@ -369,6 +386,8 @@ impl Blosc2SessionExt for SessionContext {
                 .with_catalog_list(list)
                 .build()
                 .into();
+        // DataFusion's listing factory reads the session it serves through this handle.
+        listing.session_store().with_state(ctx.state_weak_ref());
         ctx.enable_blosc2();
         ctx
     }
