@@ -6,7 +6,7 @@
 //! Array members keep their own coordinates: `dim_k` restarts at 0 in each file. The last
 //! column, [`FILENAME_COLUMN`], names each row's member (its name in the directory), so
 //! rows of different files can be told apart; a filter on it alone picks the members to
-//! scan while planning.
+//! scan while planning (and is exact: a member's rows all pass it or all fail it).
 
 use super::table::Blosc2Table;
 use arrow::array::{Array, ArrayRef, BooleanArray, DictionaryArray, StringArray, UInt16Array};
@@ -130,6 +130,12 @@ impl Blosc2MultiTable {
         self.filename.is_some() && e.column_refs().iter().any(|c| c.name == FILENAME_COLUMN)
     }
 
+    /// True when `e` names [`FILENAME_COLUMN`] and no other column: the scan evaluates it
+    /// exactly, per member ([`Self::members_passing`]).
+    fn picks_members(&self, e: &Expr) -> bool {
+        self.names_filename(e) && e.column_refs().iter().all(|c| c.name == FILENAME_COLUMN)
+    }
+
     /// Which members pass `filters` (each naming only [`FILENAME_COLUMN`]): each is
     /// evaluated on a one-row batch holding the member's name; null counts as false.
     fn members_passing(&self, state: &dyn Session, filters: &[&Expr]) -> Result<Vec<bool>> {
@@ -227,15 +233,18 @@ impl TableProvider for Blosc2MultiTable {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        // A filter naming the file column picks members (when it names nothing else) and
-        // is left to DataFusion; the others get the weakest answer any member gives.
+        // A filter on the file column alone picks whole members: exact. One naming it with
+        // other columns is DataFusion's alone. The others get the weakest answer any
+        // member gives.
         let (named, rest): (Vec<_>, Vec<_>) = filters
             .iter()
             .enumerate()
             .partition(|(_, f)| self.names_filename(f));
         let mut out = vec![TableProviderFilterPushDown::Exact; filters.len()];
-        for (i, _) in named {
-            out[i] = TableProviderFilterPushDown::Inexact;
+        for (i, f) in named {
+            if !self.picks_members(f) {
+                out[i] = TableProviderFilterPushDown::Unsupported;
+            }
         }
         let (idx, rest): (Vec<usize>, Vec<&Expr>) = rest.into_iter().map(|(i, f)| (i, *f)).unzip();
         for (_, t) in &self.members {
@@ -275,18 +284,15 @@ impl TableProvider for Blosc2MultiTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let (named, rest): (Vec<&Expr>, Vec<Expr>) = {
-            let (n, r): (Vec<&Expr>, Vec<&Expr>) =
-                filters.iter().partition(|f| self.names_filename(f));
-            (n, r.into_iter().cloned().collect())
-        };
-        // Filters naming only the file column pick members; those naming it with other
-        // columns stay with DataFusion alone.
-        let only_name: Vec<&Expr> = named
-            .into_iter()
-            .filter(|f| f.column_refs().iter().all(|c| c.name == FILENAME_COLUMN))
+        // Filters on the file column alone pick members; the members get the filters that
+        // do not name it.
+        let picking: Vec<&Expr> = filters.iter().filter(|f| self.picks_members(f)).collect();
+        let rest: Vec<Expr> = filters
+            .iter()
+            .filter(|f| !self.names_filename(f))
+            .cloned()
             .collect();
-        let keep = self.members_passing(state, &only_name)?;
+        let keep = self.members_passing(state, &picking)?;
         let wanted: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),

@@ -260,17 +260,7 @@ impl TableProviderFactory for Blosc2TableFactory {
 #[derive(Debug)]
 pub struct Blosc2UrlTableFactory {
     runtime: Arc<RuntimeEnv>,
-    fallback: Option<Arc<dyn UrlTableFactory>>,
-}
-
-impl Blosc2UrlTableFactory {
-    /// Not a Blosc2 container: the fallback's answer, if there is one.
-    async fn other(&self, url: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        match &self.fallback {
-            Some(f) => f.try_new(url).await,
-            None => Ok(None),
-        }
-    }
+    fallback: Arc<dyn UrlTableFactory>,
 }
 
 #[async_trait]
@@ -285,7 +275,7 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
         if last.contains(['*', '?']) {
             // Globs of Blosc2 files only; other globs are left to other factories.
             if !MEMBER_EXTENSIONS.iter().any(|e| last.ends_with(e)) {
-                return self.other(url).await;
+                return self.fallback.try_new(url).await;
             }
             return open_provider(&self.runtime, url, &Blosc2Options::default())
                 .await
@@ -306,7 +296,7 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
                         crate::ErrorKind::NotFound | crate::ErrorKind::NotAContainer
                     ) =>
             {
-                self.other(url).await
+                self.fallback.try_new(url).await
             }
             Err(e) => Err(to_df(e)),
         }
@@ -378,7 +368,7 @@ impl Blosc2SessionExt for SessionContext {
             Arc::clone(state.catalog_list()),
             Arc::new(Blosc2UrlTableFactory {
                 runtime: Arc::clone(state.runtime_env()),
-                fallback: Some(Arc::clone(&listing) as Arc<dyn UrlTableFactory>),
+                fallback: Arc::clone(&listing) as Arc<dyn UrlTableFactory>,
             }),
         ));
         let ctx: SessionContext =
