@@ -133,7 +133,18 @@ impl Blosc2MultiTable {
     /// True when `e` names [`FILENAME_COLUMN`] and no other column: the scan evaluates it
     /// exactly, per member ([`Self::members_passing`]).
     fn picks_members(&self, e: &Expr) -> bool {
-        self.names_filename(e) && e.column_refs().iter().all(|c| c.name == FILENAME_COLUMN)
+        let refs = e.column_refs();
+        self.filename.is_some()
+            && !refs.is_empty()
+            && refs.iter().all(|c| c.name == FILENAME_COLUMN)
+    }
+
+    /// The filters the members see: those that do not name [`FILENAME_COLUMN`].
+    fn member_filters<'a>(&self, filters: impl IntoIterator<Item = &'a Expr>) -> Vec<&'a Expr> {
+        filters
+            .into_iter()
+            .filter(|f| !self.names_filename(f))
+            .collect()
     }
 
     /// Which members pass `filters` (each naming only [`FILENAME_COLUMN`]): each is
@@ -236,22 +247,11 @@ impl TableProvider for Blosc2MultiTable {
         // A filter on the file column alone picks whole members: exact. One naming it with
         // other columns is DataFusion's alone. The others get the weakest answer any
         // member gives.
-        let (named, rest): (Vec<_>, Vec<_>) = filters
-            .iter()
-            .enumerate()
-            .partition(|(_, f)| self.names_filename(f));
-        let mut out = vec![TableProviderFilterPushDown::Exact; filters.len()];
-        for (i, f) in named {
-            if !self.picks_members(f) {
-                out[i] = TableProviderFilterPushDown::Unsupported;
-            }
-        }
-        let (idx, rest): (Vec<usize>, Vec<&Expr>) = rest.into_iter().map(|(i, f)| (i, *f)).unzip();
+        use TableProviderFilterPushDown::*;
+        let rest = self.member_filters(filters.iter().copied());
+        let mut weakest = vec![Exact; rest.len()];
         for (_, t) in &self.members {
-            let answers = t.supports_filters_pushdown(&rest)?;
-            for (&i, m) in idx.iter().zip(answers) {
-                use TableProviderFilterPushDown::*;
-                let o = &mut out[i];
+            for (o, m) in weakest.iter_mut().zip(t.supports_filters_pushdown(&rest)?) {
                 *o = match (&*o, m) {
                     (Unsupported, _) | (_, Unsupported) => Unsupported,
                     (Inexact, _) | (_, Inexact) => Inexact,
@@ -259,7 +259,19 @@ impl TableProvider for Blosc2MultiTable {
                 };
             }
         }
-        Ok(out)
+        let mut weakest = weakest.into_iter();
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if self.picks_members(f) {
+                    Exact
+                } else if self.names_filename(f) {
+                    Unsupported
+                } else {
+                    weakest.next().unwrap_or(Unsupported)
+                }
+            })
+            .collect())
     }
 
     fn statistics(&self) -> Option<Statistics> {
@@ -287,11 +299,7 @@ impl TableProvider for Blosc2MultiTable {
         // Filters on the file column alone pick members; the members get the filters that
         // do not name it.
         let picking: Vec<&Expr> = filters.iter().filter(|f| self.picks_members(f)).collect();
-        let rest: Vec<Expr> = filters
-            .iter()
-            .filter(|f| !self.names_filename(f))
-            .cloned()
-            .collect();
+        let rest: Vec<Expr> = self.member_filters(filters).into_iter().cloned().collect();
         let keep = self.members_passing(state, &picking)?;
         let wanted: Vec<usize> = match projection {
             Some(p) => p.clone(),
