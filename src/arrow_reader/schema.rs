@@ -16,6 +16,8 @@ use std::sync::Arc;
 pub const ATTRS_KEY: &str = "blosc2.attributes";
 /// Schema metadata key holding the container kind.
 pub const KIND_KEY: &str = "blosc2.kind";
+/// Schema metadata key holding the number of member files of a multi-file table.
+pub const FILES_KEY: &str = "blosc2.files";
 
 /// Arrow unit a datetime64/timedelta64 unit maps to, and the factor to multiply by.
 pub fn time_mapping(unit: TimeUnit, mult: i64) -> (ArrowUnit, i64) {

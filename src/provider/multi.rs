@@ -9,6 +9,7 @@
 //! scan while planning (and is exact: a member's rows all pass it or all fail it).
 
 use super::table::Blosc2Table;
+use crate::arrow_reader::schema::{ATTRS_KEY, FILES_KEY};
 use arrow::array::{Array, ArrayRef, BooleanArray, DictionaryArray, StringArray, UInt16Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt16Type};
 use arrow::record_batch::RecordBatch;
@@ -102,8 +103,8 @@ impl Blosc2MultiTable {
         }
         // Per-file attributes do not describe the union; the kind does.
         let mut meta = base.metadata().clone();
-        meta.remove("blosc2.attributes");
-        meta.insert("blosc2.files".into(), members.len().to_string());
+        meta.remove(ATTRS_KEY);
+        meta.insert(FILES_KEY.into(), members.len().to_string());
         let mut fields: Vec<Arc<Field>> = base.fields().iter().cloned().collect();
         let filename = (base.index_of(FILENAME_COLUMN).is_err()).then(|| {
             fields.push(Arc::new(Field::new(

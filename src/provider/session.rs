@@ -173,6 +173,52 @@ async fn entries(dir: &Location, keep: impl Fn(&str) -> bool) -> Result<Vec<Stri
     Ok(names)
 }
 
+/// True for a name with a Blosc2 container extension (`.b2nd`, `.b2frame`, `.b2f`,
+/// `.b2z`, `.b2d`): the entries of a directory that a directory table reads.
+fn is_member_name(name: &str) -> bool {
+    MEMBER_EXTENSIONS.iter().any(|x| name.ends_with(x))
+}
+
+/// The containers `location` names when it is a glob (`dir/temps_*.b2nd`; `*` and `?` in
+/// the last path component: the matching entries of `dir`) or a directory (its entries
+/// with a Blosc2 extension): their paths, sorted by name; empty when nothing matches.
+/// Whether a directory is itself a container (a sparse frame, a bcolz root, a `.b2d`
+/// store) is for the caller to find out first.
+///
+/// # Errors
+/// A location that cannot be resolved or listed.
+pub async fn member_paths(runtime: &RuntimeEnv, location: &str) -> Result<Vec<String>> {
+    let trimmed = match location.trim_end_matches('/') {
+        "" => location,
+        t => t,
+    };
+    let (parent, last) = trimmed.rsplit_once('/').unwrap_or((".", trimmed));
+    let (dir, names) = if last.contains(['*', '?']) {
+        let dir = resolve_location(runtime, parent)?;
+        (parent, entries(&dir, |n| glob_match(last, n)).await?)
+    } else {
+        let dir = resolve_location(runtime, trimmed)?;
+        (trimmed, entries(&dir, is_member_name).await?)
+    };
+    Ok(names.into_iter().map(|n| format!("{dir}/{n}")).collect())
+}
+
+/// One table over the containers at `paths` (at least one), which must share a schema.
+async fn open_members(
+    runtime: &RuntimeEnv,
+    paths: Vec<String>,
+    opts: &Blosc2Options,
+) -> Result<Arc<dyn TableProvider>> {
+    let mut members = Vec::with_capacity(paths.len());
+    for path in paths {
+        let table = open_table(runtime, &path, opts).await?;
+        members.push((path, table));
+    }
+    // A glob that matches one file is still a multi-file table: its schema (with the
+    // file column) does not depend on how many files match today.
+    Ok(Arc::new(Blosc2MultiTable::try_new(members)?))
+}
+
 /// Opens `location` as a table provider: one container, or several with one schema when
 /// `location` is a glob (`dir/temps_*.b2nd`; `*` and `?` in the last path component) or
 /// a directory that is not itself a container (its `.b2nd`, `.b2frame`, `.b2f`, `.b2z`
@@ -188,42 +234,29 @@ pub async fn open_provider(
     if split_key(location).1.is_some() {
         return Ok(Arc::new(open_table(runtime, location, opts).await?));
     }
-    let (parent, last) = location.rsplit_once('/').unwrap_or((".", location));
-    let glob = last.contains(['*', '?']);
-    let (dir_str, names) = if glob {
-        let dir = resolve_location(runtime, parent)?;
-        (
-            parent.to_string(),
-            entries(&dir, |n| glob_match(last, n)).await?,
-        )
-    } else {
+    let last = location.rsplit('/').next().unwrap_or(location);
+    if !last.contains(['*', '?']) {
         let loc = resolve_location(runtime, location)?;
         match Dataset::open(&loc, &opts.open_options()?).await {
             Ok(ds) => return Ok(Arc::new(configured(ds, opts))),
             Err(e) if e.kind() == crate::ErrorKind::NotAContainer => {
-                let names =
-                    entries(&loc, |n| MEMBER_EXTENSIONS.iter().any(|x| n.ends_with(x))).await?;
-                if names.is_empty() {
+                let paths = member_paths(runtime, location).await?;
+                if paths.is_empty() {
                     return Err(to_df(e));
                 }
-                (location.trim_end_matches('/').to_string(), names)
+                return open_members(runtime, paths, opts).await;
             }
             Err(e) => return Err(to_df(e)),
         }
-    };
-    if names.is_empty() {
+    }
+    let paths = member_paths(runtime, location).await?;
+    if paths.is_empty() {
+        let dir = location.rsplit_once('/').map_or(".", |(d, _)| d);
         return Err(DataFusionError::Plan(format!(
-            "{location}: no entry of {dir_str} matches"
+            "{location}: no entry of {dir} matches"
         )));
     }
-    let mut members = Vec::with_capacity(names.len());
-    for n in names {
-        let path = format!("{dir_str}/{n}");
-        members.push((path.clone(), open_table(runtime, &path, opts).await?));
-    }
-    // A glob that matches one file is still a multi-file table: its schema (with the
-    // file column) does not depend on how many files match today.
-    Ok(Arc::new(Blosc2MultiTable::try_new(members)?))
+    open_members(runtime, paths, opts).await
 }
 
 /// `CREATE EXTERNAL TABLE t STORED AS BLOSC2 LOCATION '…' [OPTIONS ('dtype' '<f4')]`.
@@ -255,8 +288,10 @@ impl TableProviderFactory for Blosc2TableFactory {
     }
 }
 
-/// Lets `SELECT * FROM 'data/x.b2nd'` open a container by its quoted path; other paths
-/// (`'out.parquet'`) go to the factory it was given to fall back on.
+/// Lets `SELECT * FROM 'data/x.b2nd'` open a container by its quoted path, and
+/// `'data/*.b2nd'` or a directory with Blosc2 entries (`'data/'`) the multi-file table
+/// `CREATE EXTERNAL TABLE` would make; other paths (`'out.parquet'`, a directory of
+/// Parquet files) go to the factory it was given to fall back on.
 #[derive(Debug)]
 pub struct Blosc2UrlTableFactory {
     runtime: Arc<RuntimeEnv>,
@@ -274,7 +309,7 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
         let last = url.rsplit('/').next().unwrap_or(url);
         if last.contains(['*', '?']) {
             // Globs of Blosc2 files only; other globs are left to other factories.
-            if !MEMBER_EXTENSIONS.iter().any(|e| last.ends_with(e)) {
+            if !is_member_name(last) {
                 return self.fallback.try_new(url).await;
             }
             return open_provider(&self.runtime, url, &Blosc2Options::default())
@@ -284,18 +319,22 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
         let loc = resolve_location(&self.runtime, url)?;
         // A name with a Blosc2 extension means a container: that it is missing or is not
         // one is the error to show, not DataFusion's "table '….x.b2nd' not found".
-        let ours = MEMBER_EXTENSIONS
-            .iter()
-            .any(|e| last.trim_end_matches('/').ends_with(e));
+        let ours = is_member_name(url.trim_end_matches('/'));
         match Dataset::open(&loc, &OpenOptions::default()).await {
             Ok(ds) => Ok(Some(Arc::new(Blosc2Table::new(ds)))),
-            Err(e)
-                if !ours
-                    && matches!(
-                        e.kind(),
-                        crate::ErrorKind::NotFound | crate::ErrorKind::NotAContainer
-                    ) =>
-            {
+            Err(e) if !ours && e.kind() == crate::ErrorKind::NotAContainer => {
+                // A directory with Blosc2 entries is one table of them (as in DDL); one
+                // without (a directory of Parquet files) is for the fallback.
+                match member_paths(&self.runtime, url).await {
+                    Ok(paths) if !paths.is_empty() => {
+                        open_members(&self.runtime, paths, &Blosc2Options::default())
+                            .await
+                            .map(Some)
+                    }
+                    _ => self.fallback.try_new(url).await,
+                }
+            }
+            Err(e) if !ours && e.kind() == crate::ErrorKind::NotFound => {
                 self.fallback.try_new(url).await
             }
             Err(e) => Err(to_df(e)),

@@ -224,6 +224,51 @@ fn export_schema_inspect_decode() {
     );
 }
 
+/// A directory of same-schema containers (copies of two fixtures) and a glob over it:
+/// every command takes them, and the file column survives the Parquet export.
+#[test]
+fn directories_and_globs_in_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["special-full.b2nd", "special-zeros.b2nd"] {
+        std::fs::copy(fixture(&format!("b2nd/{f}")), dir.path().join(f)).unwrap();
+    }
+    let d = dir.path().to_str().unwrap();
+    let q = format!(
+        "SELECT filename, count(*) AS n, sum(value) AS s FROM '{d}/' GROUP BY filename ORDER BY filename"
+    );
+    assert_eq!(
+        ok(&["query", "--format", "csv", &q]),
+        "filename,n,s\nspecial-full.b2nd,1000,3500.0\nspecial-zeros.b2nd,1000,0.0\n"
+    );
+    let glob = format!("{d}/*-full.b2nd");
+    assert_eq!(
+        ok(&["schema", d]),
+        "dim_0: Int64 not null\nvalue: Float64 not null\nfilename: Dictionary(UInt16, Utf8) not null\nfiles: 2\n"
+    );
+    assert!(ok(&["schema", &glob]).ends_with("files: 1\n"));
+
+    let j: serde_json::Value = serde_json::from_str(&ok(&["inspect", "--json", &glob])).unwrap();
+    assert_eq!(j["kind"], "files");
+    assert_eq!(j["files"], 1);
+    let member = &j["members"][format!("{d}/special-full.b2nd")];
+    assert_eq!(member["codec"], "zstd");
+    assert_eq!(member["shape"], serde_json::json!([1000]));
+
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let pq = out.join("all.parquet");
+    ok(&["export", d, pq.to_str().unwrap()]);
+    // The Parquet directory has no Blosc2 entries: DataFusion's listing table reads it.
+    let q = format!(
+        "SELECT filename, count(*) AS n, sum(value) AS s FROM '{}/' GROUP BY filename ORDER BY filename",
+        out.display()
+    );
+    assert_eq!(
+        ok(&["query", "--format", "csv", &q]),
+        "filename,n,s\nspecial-full.b2nd,1000,3500.0\nspecial-zeros.b2nd,1000,0.0\n"
+    );
+}
+
 #[test]
 fn errors_are_short_and_exit_nonzero() {
     fails(

@@ -29,8 +29,11 @@ mod repl;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_blosc2::arrow_reader::schema::{ATTRS_KEY, FILES_KEY};
 use datafusion_blosc2::dataset::{Dataset, OpenOptions};
-use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt, resolve_location};
+use datafusion_blosc2::provider::{
+    Blosc2Options, Blosc2SessionExt, member_paths, open_provider, resolve_location,
+};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -67,7 +70,7 @@ enum Command {
     },
     /// Write the table PATH maps to as Parquet (streaming).
     Export {
-        /// Container to export.
+        /// Container to export (or a glob / directory of same-schema containers).
         path: String,
         /// Parquet file to write.
         out: PathBuf,
@@ -83,7 +86,7 @@ enum Command {
     },
     /// Print the Arrow schema and the user attributes.
     Schema {
-        /// Container.
+        /// Container (or a glob / directory of same-schema containers).
         path: String,
         /// Element type override.
         #[arg(long)]
@@ -92,7 +95,8 @@ enum Command {
     /// Describe a container: kind, codec, filters, geometry, sizes, attributes (for a
     /// python-blosc2 DictStore/TreeStore/EmbedStore: every key).
     Inspect {
-        /// Container, store, or 'store#/key'.
+        /// Container, store, 'store#/key', or a glob / directory of containers (each is
+        /// described).
         path: String,
         /// Print JSON.
         #[arg(long)]
@@ -207,18 +211,16 @@ async fn export(
     row_group_size: usize,
     dtype: Option<String>,
 ) -> CliResult {
-    use datafusion::datasource::TableProvider;
     use datafusion::parquet::basic::{Compression as PqCompression, ZstdLevel};
     use futures::StreamExt;
     let ctx = context();
-    let table =
-        datafusion_blosc2::provider::session::open_table(&ctx.runtime_env(), path, &opts(dtype))
-            .await
-            .map_err(msg)?;
+    let table = open_provider(&ctx.runtime_env(), path, &opts(dtype))
+        .await
+        .map_err(msg)?;
     let total = table
         .statistics()
         .and_then(|s| s.num_rows.get_value().copied());
-    let df = ctx.read_table(std::sync::Arc::new(table)).map_err(msg)?;
+    let df = ctx.read_table(table).map_err(msg)?;
     let codec = match compression {
         Compression::Zstd => PqCompression::ZSTD(ZstdLevel::try_new(3).map_err(msg)?),
         Compression::Snappy => PqCompression::SNAPPY,
@@ -253,6 +255,32 @@ async fn export(
     Ok(())
 }
 
+/// Describes each container of a glob or directory (`paths`, from `member_paths`); a
+/// member that fails to open is described by its error.
+async fn describe_members(
+    ctx: &SessionContext,
+    path: &str,
+    paths: Vec<String>,
+) -> serde_json::Value {
+    let mut members = serde_json::Map::new();
+    for p in &paths {
+        let d = match open(ctx, p, None).await {
+            Ok(ds) => match ds.open_all_columns().await {
+                Ok(()) => datafusion_blosc2::describe::describe(&ds),
+                Err(e) => serde_json::json!({ "error": msg(e) }),
+            },
+            Err(e) => serde_json::json!({ "error": e }),
+        };
+        members.insert(p.clone(), d);
+    }
+    serde_json::json!({
+        "kind": "files",
+        "path": path,
+        "files": paths.len(),
+        "members": members,
+    })
+}
+
 /// `[#####.....]  52%  1200000/2300000 rows` (or a row count when the total is unknown).
 fn progress_bar(rows: usize, total: Option<usize>) -> String {
     match total {
@@ -284,13 +312,17 @@ async fn run(cli: Cli) -> CliResult {
                     ds.open_all_columns().await.map_err(msg)?;
                     datafusion_blosc2::describe::describe(&ds)
                 }
-                // A DictStore / TreeStore / EmbedStore: describe its leaves instead.
-                Err(e) => {
-                    let loc = resolve_location(&ctx.runtime_env(), &path).map_err(msg)?;
-                    datafusion_blosc2::describe::describe_store(&loc)
-                        .await
-                        .map_err(|_| e)?
-                }
+                // A glob or a directory of containers: describe each. A DictStore /
+                // TreeStore / EmbedStore: describe its leaves.
+                Err(e) => match member_paths(&ctx.runtime_env(), &path).await {
+                    Ok(paths) if !paths.is_empty() => describe_members(&ctx, &path, paths).await,
+                    _ => {
+                        let loc = resolve_location(&ctx.runtime_env(), &path).map_err(msg)?;
+                        datafusion_blosc2::describe::describe_store(&loc)
+                            .await
+                            .map_err(|_| e)?
+                    }
+                },
             };
             if json {
                 outln!("{}", serde_json::to_string_pretty(&d).map_err(msg)?);
@@ -301,8 +333,10 @@ async fn run(cli: Cli) -> CliResult {
         }
         Command::Schema { path, dtype } => {
             let ctx = context();
-            let ds = open(&ctx, &path, dtype).await?;
-            let schema = datafusion_blosc2::arrow_reader::schema::dataset_schema(&ds);
+            let table = open_provider(&ctx.runtime_env(), &path, &opts(dtype))
+                .await
+                .map_err(msg)?;
+            let schema = table.schema();
             for f in schema.fields() {
                 outln!(
                     "{}: {}{}",
@@ -311,7 +345,13 @@ async fn run(cli: Cli) -> CliResult {
                     if f.is_nullable() { "" } else { " not null" }
                 );
             }
-            outln!("attributes: {}", ds.attributes_json());
+            let meta = schema.metadata();
+            if let Some(n) = meta.get(FILES_KEY) {
+                outln!("files: {n}");
+            }
+            if let Some(a) = meta.get(ATTRS_KEY) {
+                outln!("attributes: {a}");
+            }
             Ok(())
         }
         Command::Export {
