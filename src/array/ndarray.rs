@@ -73,30 +73,65 @@ pub struct NdArray {
     /// The dtype string found in the file (before any override).
     pub stored_dtype: Option<String>,
     recent: RecentChunks,
+    partial_fetch_min: u64,
 }
+
+/// Stored chunk size from which a read that touches at most a quarter of a chunk's blocks
+/// fetches only those blocks ([`Frame::fetch_chunk_blocks`]); see
+/// [`NdArray::set_partial_fetch_min`].
+pub const PARTIAL_FETCH_MIN: u64 = 64 * 1024;
 
 /// The last few stored chunks fetched, shared by clones of an array, so that scan units
 /// smaller than a chunk (value pruning works per block) fetch each chunk once.
+/// Also remembers the chunks recently fetched in parts: a second read of one of them is
+/// taken as a scan going through it block by block, which then fetches it whole.
 #[derive(Debug, Clone, Default)]
-struct RecentChunks(Arc<Mutex<VecDeque<(u64, Bytes)>>>);
+struct RecentChunks(Arc<Mutex<Recent>>);
+
+#[derive(Debug, Default)]
+struct Recent {
+    whole: VecDeque<(u64, Bytes)>,
+    partial: VecDeque<u64>,
+}
 
 impl RecentChunks {
     const CAPACITY: usize = 4;
+    const PARTIAL_CAPACITY: usize = 16;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     fn get(&self, i: u64) -> Option<Bytes> {
-        let q = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        q.iter().find(|(k, _)| *k == i).map(|(_, b)| b.clone())
+        let q = self.lock();
+        q.whole
+            .iter()
+            .find(|(k, _)| *k == i)
+            .map(|(_, b)| b.clone())
     }
 
     fn put(&self, i: u64, b: &Bytes) {
-        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if q.iter().any(|(k, _)| *k == i) {
+        let mut q = self.lock();
+        if q.whole.iter().any(|(k, _)| *k == i) {
             return;
         }
-        if q.len() == Self::CAPACITY {
-            q.pop_front();
+        if q.whole.len() == Self::CAPACITY {
+            q.whole.pop_front();
         }
-        q.push_back((i, b.clone()));
+        q.whole.push_back((i, b.clone()));
+    }
+
+    /// Records that chunk `i` is read in parts now; false when it already was recently.
+    fn first_partial(&self, i: u64) -> bool {
+        let mut q = self.lock();
+        if q.partial.contains(&i) {
+            return false;
+        }
+        if q.partial.len() == Self::PARTIAL_CAPACITY {
+            q.partial.pop_front();
+        }
+        q.partial.push_back(i);
+        true
     }
 }
 
@@ -231,6 +266,7 @@ impl NdArray {
                 source: ChunkSource::Frame(frame),
                 stored_dtype: stored,
                 recent: RecentChunks::default(),
+                partial_fetch_min: PARTIAL_FETCH_MIN,
             });
         }
         // Plain super-chunk: 1-D items of typesize bytes.
@@ -279,6 +315,7 @@ impl NdArray {
             source: ChunkSource::Frame(frame),
             stored_dtype: None,
             recent: RecentChunks::default(),
+            partial_fetch_min: PARTIAL_FETCH_MIN,
         })
     }
 
@@ -315,6 +352,7 @@ impl NdArray {
             block_addressable: false,
             stored_dtype: Some(c.dtype.clone()),
             recent: RecentChunks::default(),
+            partial_fetch_min: PARTIAL_FETCH_MIN,
             source: ChunkSource::Bcolz(c),
         })
     }
@@ -369,13 +407,73 @@ impl NdArray {
         }
     }
 
-    /// Like [`NdArray::fetch`], but serves chunks fetched by a recent read from memory;
-    /// counts the bytes actually fetched.
-    async fn fetch_recent(&self, chunks: &[u64], stats: &mut ReadStats) -> Result<Vec<RawChunk>> {
+    /// Sets the stored chunk size from which a read of box `bx` that touches at most a
+    /// quarter of a chunk's blocks fetches only those blocks, as compact chunks (default
+    /// [`PARTIAL_FETCH_MIN`]; 0 always, `u64::MAX` never). Only contiguous frames on a
+    /// store qualify, and only on a chunk's first such read: a second read of it soon
+    /// after fetches it whole.
+    pub fn set_partial_fetch_min(&mut self, bytes: u64) {
+        self.partial_fetch_min = bytes;
+    }
+
+    /// Fetches, in parts, the chunks of `missing` that a read of `bx` touches in at most
+    /// a quarter of their blocks (see [`NdArray::set_partial_fetch_min`]).
+    async fn fetch_parts(&self, missing: &[u64], bx: &[Range<u64>]) -> Result<Vec<(u64, Bytes)>> {
+        let ChunkSource::Frame(f) = &self.source else {
+            return Ok(Vec::new());
+        };
+        let g = &self.geometry;
+        let nblocks: u64 = (0..g.ndim()).map(|d| g.nblocks_dim(d)).product();
+        let mut parts = Vec::new();
+        if !self.block_addressable || g.ndim() == 0 || nblocks < 4 {
+            return Ok(parts);
+        }
+        for &i in missing {
+            if f.stored_len(i).is_none_or(|n| n < self.partial_fetch_min) {
+                continue;
+            }
+            let mut blocks: Vec<usize> = g.runs(i, bx).iter().map(|r| r.block as usize).collect();
+            blocks.sort_unstable();
+            blocks.dedup();
+            if blocks.len() as u64 * 4 > nblocks || !self.recent.first_partial(i) {
+                continue;
+            }
+            if let Some(b) = f.fetch_chunk_blocks(i, &blocks, nblocks as usize).await? {
+                parts.push((i, b));
+            }
+        }
+        Ok(parts)
+    }
+
+    /// Like [`NdArray::fetch`], but serves chunks fetched by a recent read from memory,
+    /// and fetches only the blocks a read of `bx` needs when that is a small part of a big
+    /// chunk; counts the bytes actually fetched.
+    async fn fetch_recent(
+        &self,
+        chunks: &[u64],
+        bx: &[Range<u64>],
+        stats: &mut ReadStats,
+    ) -> Result<Vec<RawChunk>> {
         let mut out: Vec<Option<RawChunk>> = chunks
             .iter()
             .map(|&i| self.recent.get(i).map(RawChunk::Stored))
             .collect();
+        let pending: Vec<u64> = chunks
+            .iter()
+            .zip(&out)
+            .filter(|(_, o)| o.is_none())
+            .map(|(&i, _)| i)
+            .collect();
+        if !pending.is_empty() && self.partial_fetch_min < u64::MAX {
+            for (i, b) in self.fetch_parts(&pending, bx).await? {
+                stats.bytes_fetched += b.len() as u64;
+                for (k, slot) in chunks.iter().zip(out.iter_mut()) {
+                    if *k == i && slot.is_none() {
+                        *slot = Some(RawChunk::Stored(b.clone()));
+                    }
+                }
+            }
+        }
         let missing: Vec<u64> = chunks
             .iter()
             .zip(&out)
@@ -621,7 +719,7 @@ impl NdArray {
         } else {
             self.geometry.chunks_in_box(bx)
         };
-        let raws = self.fetch_recent(&idx, stats).await?;
+        let raws = self.fetch_recent(&idx, bx, stats).await?;
         let mut scratch = Vec::new();
         for (&i, raw) in idx.iter().zip(&raws) {
             let base = self.decode_for_box(i, raw, bx, stats, threads, &mut scratch)?;
@@ -684,7 +782,7 @@ impl NdArray {
             )));
         }
         let idx = g.chunks_in_box(bx);
-        let raws = self.fetch_recent(&idx, stats).await?;
+        let raws = self.fetch_recent(&idx, bx, stats).await?;
         let path = self.display();
         let mut scratch = Vec::new();
         for (&i, raw) in idx.iter().zip(&raws) {

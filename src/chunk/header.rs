@@ -144,6 +144,25 @@ impl ChunkHeader {
     /// `Truncated` when `buf` is shorter than the header or than `cbytes`; `BadHeader` for
     /// values the format forbids; `Unsupported` for lazy or instrumented chunks.
     pub fn parse(buf: &[u8]) -> ChunkResult<Self> {
+        let h = Self::parse_prefix(buf)?;
+        if h.cbytes > buf.len() {
+            return Err(ChunkError::Truncated {
+                what: "chunk (cbytes)",
+                at: 0,
+                need: h.cbytes,
+                have: buf.len(),
+            });
+        }
+        Ok(h)
+    }
+
+    /// Parses the header at the start of `buf`, which may hold only the start of the
+    /// chunk (a partial read): as [`ChunkHeader::parse`] without the check that `buf`
+    /// holds `cbytes`.
+    ///
+    /// # Errors
+    /// As [`ChunkHeader::parse`], except that a short chunk is not one.
+    pub fn parse_prefix(buf: &[u8]) -> ChunkResult<Self> {
         if buf.len() < 16 {
             return Err(ChunkError::Truncated {
                 what: "chunk header",
@@ -175,14 +194,6 @@ impl ChunkHeader {
         }
         if cbytes < header_len as i32 {
             return Err(bad("cbytes", cbytes.into(), "smaller than the header"));
-        }
-        if cbytes as usize > buf.len() {
-            return Err(ChunkError::Truncated {
-                what: "chunk (cbytes)",
-                at: 0,
-                need: cbytes as usize,
-                have: buf.len(),
-            });
         }
         let typesize = buf[3];
         let mut h = ChunkHeader {

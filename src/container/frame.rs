@@ -754,6 +754,115 @@ impl Frame {
             .collect())
     }
 
+    /// Fetches only blocks `blocks` of stored chunk `i` of a contiguous frame on a store
+    /// (not one read whole into memory): first its header and block-start table (sized
+    /// for `nblocks` blocks, as the array's geometry says), then those blocks' streams.
+    /// Returns a compact chunk: the header (with `cbytes` of the compact chunk), the
+    /// block-start table, and the fetched blocks' streams, with the entries of the other
+    /// blocks pointing at a last stream whose size runs past the chunk, so that decoding
+    /// a block that was not fetched is an error, never wrong values. Block 0 is fetched
+    /// too when DELTA needs it as reference.
+    ///
+    /// `Ok(None)` when the chunk cannot be read in parts: a special-value, memcpyed,
+    /// VL-block or dictionary chunk, a sparse or in-memory frame, a block index past the
+    /// chunk's, or a table the reader would reject (the whole chunk is then fetched, and
+    /// parsing it reports what is wrong).
+    ///
+    /// # Errors
+    /// IO errors.
+    pub async fn fetch_chunk_blocks(
+        &self,
+        i: u64,
+        blocks: &[usize],
+        nblocks: usize,
+    ) -> Result<Option<Bytes>> {
+        let ChunkStore::Contiguous {
+            file,
+            base,
+            cached: None,
+        } = &self.store
+        else {
+            return Ok(None);
+        };
+        if i >= self.nchunks() || self.special_of(i).is_some() {
+            return Ok(None);
+        }
+        let extent = self.contiguous_extent(i, *base);
+        let table_end = 32 + 4 * nblocks as u64;
+        if table_end > extent.end.saturating_sub(extent.start) {
+            return Ok(None);
+        }
+        let prefix = file
+            .get_range(extent.start..extent.start + table_end)
+            .await?;
+        if prefix.len() as u64 != table_end {
+            return Ok(None);
+        }
+        let Ok(h) = crate::chunk::ChunkHeader::parse_prefix(&prefix) else {
+            return Ok(None);
+        };
+        if h.header_len != 32
+            || h.nblocks() != nblocks
+            || h.is_memcpyed()
+            || h.is_vl_blocks()
+            || h.has_dict()
+            || h.special() != SpecialValue::None
+            || h.cbytes as u64 > extent.end - extent.start
+        {
+            return Ok(None);
+        }
+        let starts: Vec<usize> = (0..nblocks)
+            .map(|j| {
+                let at = 32 + 4 * j;
+                i32::from_le_bytes(prefix[at..at + 4].try_into().expect("4 bytes")) as usize
+            })
+            .collect();
+        let mut want: Vec<usize> = blocks.to_vec();
+        if h.filters.contains(&3) {
+            want.push(0);
+        }
+        want.sort_unstable();
+        want.dedup();
+        // A block's streams run from its start to the next block's (or the chunk's end).
+        let mut sorted = starts.clone();
+        sorted.sort_unstable();
+        let mut spans = Vec::with_capacity(want.len());
+        for &j in &want {
+            let Some(&s) = starts.get(j) else {
+                return Ok(None);
+            };
+            let e = match sorted.binary_search(&s) {
+                Ok(k) | Err(k) => sorted[k..].iter().find(|&&x| x > s).copied(),
+            }
+            .unwrap_or(h.cbytes);
+            if s < table_end as usize || e > h.cbytes || s >= e {
+                return Ok(None);
+            }
+            spans.push(s..e);
+        }
+        let ranges: Vec<Range<u64>> = spans
+            .iter()
+            .map(|r| extent.start + r.start as u64..extent.start + r.end as u64)
+            .collect();
+        let parts = file.get_ranges(&ranges).await?;
+        let size = table_end as usize + spans.iter().map(|r| r.len()).sum::<usize>() + 4;
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(&prefix);
+        let mut moved = vec![None; nblocks];
+        for (&j, part) in want.iter().zip(&parts) {
+            moved[j] = Some(out.len() as u32);
+            out.extend_from_slice(part);
+        }
+        let poison = out.len() as u32;
+        out.extend_from_slice(&i32::MAX.to_le_bytes());
+        for (j, m) in moved.iter().enumerate() {
+            out[32 + 4 * j..36 + 4 * j].copy_from_slice(&m.unwrap_or(poison).to_le_bytes());
+        }
+        let cbytes = out.len() as u32;
+        out[12..16].copy_from_slice(&cbytes.to_le_bytes());
+        Ok(Some(Bytes::from(out)))
+    }
+
     /// Checks a fetched extent holds a whole chunk and cuts it to its `cbytes`.
     fn trim_chunk(&self, b: Bytes, i: u64, at: u64) -> Result<Bytes> {
         if b.len() < 16 {

@@ -66,6 +66,63 @@ async fn every_array_fixture_reads_back_exactly() {
     }
 }
 
+/// A read of a few blocks of a chunk fetches the chunk's header and those blocks only (a
+/// compact chunk); a second read of the chunk fetches it whole, a third none of it. The
+/// frames must be bigger than what opening reads (small frames are read whole).
+#[tokio::test]
+async fn small_reads_fetch_only_their_blocks() {
+    // 200 x 100, chunks 64 x 50, blocks 16 x 25: chunk 5 holds rows 128..192, cols 50..100.
+    for rel in [
+        "b2nd/codec-lz4-bitshuffle.b2nd",
+        "b2nd/codec-zlib-delta.b2nd",
+        "b2nd/codec-blosclz.b2nd",
+    ] {
+        let whole = open(rel, "b2nd").await;
+        let mut parts = open(rel, "b2nd").await;
+        parts.set_partial_fetch_min(0);
+        let stored = whole.chunk_cost(5);
+        let mut fetched = Vec::new();
+        for bx in [[130..131, 60..61], [180..182, 90..92], [131..133, 61..63]] {
+            let want = whole.read_box(&bx, &mut Default::default()).await.unwrap();
+            let mut stats = Default::default();
+            let got = parts.read_box(&bx, &mut stats).await.unwrap();
+            assert_eq!(got, want, "{rel} {bx:?}");
+            fetched.push(stats.bytes_fetched);
+        }
+        assert!(
+            fetched[0] > 0 && fetched[0] < stored / 4,
+            "{rel}: {fetched:?} of {stored}"
+        );
+        assert_eq!(fetched[1..], [stored, 0], "{rel}");
+    }
+
+    // Every fixture, one element in the middle: the same bytes as a whole-chunk read.
+    let mut partial = 0;
+    for (rel, info) in &arrays() {
+        let kind = info["kind"].as_str().unwrap();
+        let whole = open(rel, kind).await;
+        let mut parts = open(rel, kind).await;
+        parts.set_partial_fetch_min(0);
+        let g = &whole.geometry;
+        if g.shape.contains(&0) {
+            continue;
+        }
+        let bx: Vec<std::ops::Range<u64>> = g.shape.iter().map(|&s| s / 2..s / 2 + 1).collect();
+        let want = whole.read_box(&bx, &mut Default::default()).await.unwrap();
+        let mut stats = Default::default();
+        let got = parts
+            .read_box(&bx, &mut stats)
+            .await
+            .unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert_eq!(got, want, "{rel}");
+        let chunk = g.chunks_in_box(&bx).first().copied().unwrap_or(0);
+        if stats.bytes_fetched > 0 && stats.bytes_fetched < whole.chunk_cost(chunk) {
+            partial += 1;
+        }
+    }
+    assert!(partial >= 3, "{partial} fixtures read in parts");
+}
+
 #[tokio::test]
 async fn boxes_read_only_what_they_touch() {
     // 1-D, 100k items, chunks of 10k, blocks of 1k: a 50-item box touches 1 chunk, 1 block.
