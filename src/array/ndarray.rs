@@ -458,12 +458,16 @@ impl NdArray {
             .iter()
             .map(|&i| self.recent.get(i).map(RawChunk::Stored))
             .collect();
-        let pending: Vec<u64> = chunks
-            .iter()
-            .zip(&out)
-            .filter(|(_, o)| o.is_none())
-            .map(|(&i, _)| i)
-            .collect();
+        // The chunks not served yet.
+        let unserved = |out: &[Option<RawChunk>]| -> Vec<u64> {
+            chunks
+                .iter()
+                .zip(out)
+                .filter(|(_, o)| o.is_none())
+                .map(|(&i, _)| i)
+                .collect()
+        };
+        let pending = unserved(&out);
         if !pending.is_empty() && self.partial_fetch_min < u64::MAX {
             for (i, b) in self.fetch_parts(&pending, bx).await? {
                 stats.bytes_fetched += b.len() as u64;
@@ -474,12 +478,7 @@ impl NdArray {
                 }
             }
         }
-        let missing: Vec<u64> = chunks
-            .iter()
-            .zip(&out)
-            .filter(|(_, o)| o.is_none())
-            .map(|(&i, _)| i)
-            .collect();
+        let missing = unserved(&out);
         if !missing.is_empty() {
             let mut fetched = self.fetch(&missing).await?.into_iter();
             for (i, slot) in chunks.iter().zip(out.iter_mut()) {
