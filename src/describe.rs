@@ -108,13 +108,7 @@ pub async fn describe_store(loc: &crate::io::Location) -> crate::Result<Value> {
     let keys = Dataset::store_keys(loc).await?;
     let mut leaves = serde_json::Map::new();
     for (k, _) in keys.iter().take(200) {
-        let d = match Dataset::open_key(loc, k, &Default::default()).await {
-            Ok(ds) => match ds.open_all_columns().await {
-                Ok(()) => describe(&ds),
-                Err(e) => json!({"error": e.to_string()}),
-            },
-            Err(e) => json!({"error": e.to_string()}),
-        };
+        let d = describe_opened(Dataset::open_key(loc, k, &Default::default()).await).await;
         leaves.insert(k.clone(), d);
     }
     Ok(json!({
@@ -124,6 +118,35 @@ pub async fn describe_store(loc: &crate::io::Location) -> crate::Result<Value> {
         "leaves": leaves,
         "open_a_leaf_as": format!("{}#/key", loc.display()),
     }))
+}
+
+/// What [`describe`] says of an opened dataset once all its columns are open, or
+/// `{"error": …}` when opening either failed.
+async fn describe_opened(opened: crate::Result<Dataset>) -> Value {
+    let ds = match opened {
+        Ok(ds) => ds,
+        Err(e) => return json!({"error": e.to_string()}),
+    };
+    match ds.open_all_columns().await {
+        Ok(()) => describe(&ds),
+        Err(e) => json!({"error": e.to_string()}),
+    }
+}
+
+/// Describes the containers of a glob or directory (`path`): per member, what
+/// [`describe`] says of it, or its error.
+pub async fn describe_files(path: &str, members: &[(String, crate::io::Location)]) -> Value {
+    let mut described = serde_json::Map::new();
+    for (p, loc) in members {
+        let d = describe_opened(Dataset::open(loc, &Default::default()).await).await;
+        described.insert(p.clone(), d);
+    }
+    json!({
+        "kind": "files",
+        "path": path,
+        "files": members.len(),
+        "members": described,
+    })
 }
 
 /// Describes a dataset (kind, codec, filters, geometry, sizes, attributes, columns).

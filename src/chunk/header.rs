@@ -300,6 +300,12 @@ impl ChunkHeader {
         self.blosc2_flags2 & 1 != 0
     }
 
+    /// True when DELTA is in the filter pipeline (every block is then stored as its XOR
+    /// with block 0, which decoding any block needs first).
+    pub fn has_delta(&self) -> bool {
+        self.filters.contains(&3)
+    }
+
     /// True when a codec dictionary follows the bstarts table.
     pub fn has_dict(&self) -> bool {
         self.blosc2_flags & 0x01 != 0

@@ -137,7 +137,7 @@ impl<'a> Chunk<'a> {
                 }
             }
         }
-        if h.is_vl_blocks() && h.filters.contains(&3) {
+        if h.is_vl_blocks() && h.has_delta() {
             return Err(ChunkError::Unsupported(
                 "DELTA filter in a VL-block chunk".into(),
             ));
@@ -214,7 +214,7 @@ impl<'a> Chunk<'a> {
 
     /// True when decoding any block needs block 0 first (DELTA in the pipeline).
     pub fn needs_reference_block(&self) -> bool {
-        self.header.filters.contains(&3)
+        self.header.has_delta()
     }
 
     /// Decodes the whole chunk into a new vector, after checking `nbytes` against `limits`.

@@ -818,7 +818,7 @@ impl Frame {
             })
             .collect();
         let mut want: Vec<usize> = blocks.to_vec();
-        if h.filters.contains(&3) {
+        if h.has_delta() {
             want.push(0);
         }
         want.sort_unstable();
@@ -831,10 +831,10 @@ impl Frame {
             let Some(&s) = starts.get(j) else {
                 return Ok(None);
             };
-            let e = match sorted.binary_search(&s) {
-                Ok(k) | Err(k) => sorted[k..].iter().find(|&&x| x > s).copied(),
-            }
-            .unwrap_or(h.cbytes);
+            let e = sorted
+                .get(sorted.partition_point(|&x| x <= s))
+                .copied()
+                .unwrap_or(h.cbytes);
             if s < table_end as usize || e > h.cbytes || s >= e {
                 return Ok(None);
             }

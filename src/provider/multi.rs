@@ -38,6 +38,11 @@ fn filename_type() -> DataType {
     DataType::Dictionary(Box::new(DataType::UInt16), Box::new(DataType::Utf8))
 }
 
+/// The schema field of [`FILENAME_COLUMN`] (never null).
+fn filename_field() -> Field {
+    Field::new(FILENAME_COLUMN, filename_type(), false)
+}
+
 /// Extensions of the entries a directory or glob contributes.
 pub const MEMBER_EXTENSIONS: [&str; 5] = [".b2nd", ".b2frame", ".b2f", ".b2z", ".b2d"];
 
@@ -107,11 +112,7 @@ impl Blosc2MultiTable {
         meta.insert(FILES_KEY.into(), members.len().to_string());
         let mut fields: Vec<Arc<Field>> = base.fields().iter().cloned().collect();
         let filename = (base.index_of(FILENAME_COLUMN).is_err()).then(|| {
-            fields.push(Arc::new(Field::new(
-                FILENAME_COLUMN,
-                filename_type(),
-                false,
-            )));
+            fields.push(Arc::new(filename_field()));
             fields.len() - 1
         });
         let schema = Arc::new(Schema::new_with_metadata(fields, meta.clone()));
@@ -155,11 +156,7 @@ impl Blosc2MultiTable {
         if filters.is_empty() {
             return Ok(keep);
         }
-        let schema = Arc::new(Schema::new(vec![Field::new(
-            FILENAME_COLUMN,
-            filename_type(),
-            false,
-        )]));
+        let schema = Arc::new(Schema::new(vec![filename_field()]));
         let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
         let exprs = filters
             .iter()

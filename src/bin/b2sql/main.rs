@@ -255,32 +255,6 @@ async fn export(
     Ok(())
 }
 
-/// Describes each container of a glob or directory (`paths`, from `member_paths`); a
-/// member that fails to open is described by its error.
-async fn describe_members(
-    ctx: &SessionContext,
-    path: &str,
-    paths: Vec<String>,
-) -> serde_json::Value {
-    let mut members = serde_json::Map::new();
-    for p in &paths {
-        let d = match open(ctx, p, None).await {
-            Ok(ds) => match ds.open_all_columns().await {
-                Ok(()) => datafusion_blosc2::describe::describe(&ds),
-                Err(e) => serde_json::json!({ "error": msg(e) }),
-            },
-            Err(e) => serde_json::json!({ "error": e }),
-        };
-        members.insert(p.clone(), d);
-    }
-    serde_json::json!({
-        "kind": "files",
-        "path": path,
-        "files": paths.len(),
-        "members": members,
-    })
-}
-
 /// `[#####.....]  52%  1200000/2300000 rows` (or a row count when the total is unknown).
 fn progress_bar(rows: usize, total: Option<usize>) -> String {
     match total {
@@ -315,7 +289,14 @@ async fn run(cli: Cli) -> CliResult {
                 // A glob or a directory of containers: describe each. A DictStore /
                 // TreeStore / EmbedStore: describe its leaves.
                 Err(e) => match member_paths(&ctx.runtime_env(), &path).await {
-                    Ok(paths) if !paths.is_empty() => describe_members(&ctx, &path, paths).await,
+                    Ok(paths) if !paths.is_empty() => {
+                        let members = paths
+                            .into_iter()
+                            .map(|p| Ok((p.clone(), resolve_location(&ctx.runtime_env(), &p)?)))
+                            .collect::<datafusion::error::Result<Vec<_>>>()
+                            .map_err(msg)?;
+                        datafusion_blosc2::describe::describe_files(&path, &members).await
+                    }
                     _ => {
                         let loc = resolve_location(&ctx.runtime_env(), &path).map_err(msg)?;
                         datafusion_blosc2::describe::describe_store(&loc)
