@@ -129,6 +129,22 @@ fn decode<const NATURAL: bool>(src: &[u8], out: &mut [u8], dict: &[u8]) -> Resul
             op = copy_any(out, op, dist, len, dict, ip)?;
             continue;
         }
+        if token < 0xF0
+            && token & 15 == 15
+            && let Some(s) = src.get(ip..ip + 18)
+            && let Some(w) = out.get_mut(op..op + 16)
+        {
+            // A long match (LZ4HC writes many of 19–50 bytes) after at most 14 literals:
+            // the literals in one 16-byte copy, the match by `long_match`.
+            let s: &[u8; 18] = s.try_into().expect("18 bytes");
+            let lit = (token >> 4) as usize;
+            w.copy_from_slice(&s[..16]);
+            let dist = u16::from_le_bytes([s[lit], s[lit + 1]]) as usize;
+            ip += lit + 2;
+            op += lit;
+            op = long_match(src, &mut ip, out, op, dist, dict)?;
+            continue;
+        }
         let mut lit = (token >> 4) as usize;
         if lit == 15 {
             lit += extra_len(src, &mut ip)?;
@@ -172,6 +188,40 @@ fn decode<const NATURAL: bool>(src: &[u8], out: &mut [u8], dict: &[u8]) -> Resul
         return err(ip, "stream ended before the expected size");
     }
     Ok(())
+}
+
+/// The match of a sequence whose token's match nibble is 15, at `op` from `dist` back,
+/// with `ip` on its length's first extension byte; returns the new output position. A
+/// match starting at least 16 bytes back with 16 bytes of room past its end is copied in
+/// 16-byte pieces, each reading only final bytes.
+#[inline(always)]
+fn long_match(
+    src: &[u8],
+    ip: &mut usize,
+    out: &mut [u8],
+    op: usize,
+    dist: usize,
+    dict: &[u8],
+) -> Result<usize, Lz4Error> {
+    let len = 19 + extra_len(src, ip)?;
+    let n = out.len();
+    if len > n - op {
+        return err(*ip, "match overruns the output");
+    }
+    if dist >= 16 && dist <= op && len <= n - op - 16 {
+        let m = &mut out[op - dist..op + len + 16];
+        let mut k = 0;
+        while k < len {
+            let w: [u8; 16] = m[k..k + 16].try_into().expect("16 bytes");
+            m[dist + k..dist + k + 16].copy_from_slice(&w);
+            k += 16;
+        }
+        return Ok(op + len);
+    }
+    if dist == 0 {
+        return err(*ip, "zero match offset");
+    }
+    copy_any(out, op, dist, len, dict, *ip)
 }
 
 /// Copies a match of `len` bytes at `op` from `dist` (>= 1) bytes back, where the start
@@ -295,6 +345,48 @@ mod tests {
         let want = lz4_flex::block::decompress(&stream, 34).unwrap();
         decompress_into(&stream, &mut out, &[]).unwrap();
         assert_eq!(out[..], want[..]);
+    }
+
+    /// Long matches (match nibble 15) after at most 14 literals, which take the 16-byte
+    /// literal copy and `long_match`: distances on both sides of 16, matches ending at the
+    /// output's end or short of it, and one byte too many (an error).
+    #[test]
+    fn long_matches_after_short_literals() {
+        for dist in [1u16, 7, 15, 16, 17, 26] {
+            for mlen in [19usize, 20, 33, 48, 273, 274, 600] {
+                for tail in [0usize, 1, 14, 15, 40] {
+                    // 20 literals and a 4-byte match, so that 24 bytes precede the test.
+                    let mut stream = vec![0xF0, 5];
+                    stream.extend(1..=20u8);
+                    stream.extend_from_slice(&[1, 0]);
+                    stream.push(0x3F);
+                    stream.extend_from_slice(&[30, 31, 32]);
+                    stream.extend_from_slice(&dist.to_le_bytes());
+                    let mut ext = mlen - 19;
+                    while ext >= 255 {
+                        stream.push(255);
+                        ext -= 255;
+                    }
+                    stream.push(ext as u8);
+                    if tail >= 15 {
+                        stream.extend_from_slice(&[0xF0, (tail - 15) as u8]);
+                    } else {
+                        stream.push((tail as u8) << 4);
+                    }
+                    stream.extend((0..tail).map(|i| i as u8 + 100));
+                    let len = 24 + 3 + mlen + tail;
+                    let want = lz4_flex::block::decompress(&stream, len).unwrap();
+                    let mut out = vec![0u8; len];
+                    decompress_into(&stream, &mut out, &[])
+                        .unwrap_or_else(|e| panic!("dist {dist} mlen {mlen} tail {tail}: {e:?}"));
+                    assert!(out == want, "dist {dist} mlen {mlen} tail {tail}");
+                    if tail == 0 {
+                        let mut short = vec![0u8; len - 1];
+                        assert!(decompress_into(&stream, &mut short, &[]).is_err());
+                    }
+                }
+            }
+        }
     }
 
     /// Streams built sequence by sequence with random literal and match lengths and
