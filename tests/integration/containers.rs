@@ -94,6 +94,23 @@ async fn small_reads_fetch_only_their_blocks() {
             "{rel}: {fetched:?} of {stored}"
         );
         assert_eq!(fetched[1..], [stored, 0], "{rel}");
+        // Chunk 4 (rows 128..192, cols 0..50), next to chunk 5 fetched whole: taken as
+        // a scan going through the array, so fetched whole at once. Chunk 1 (rows 0..64,
+        // cols 50..100), away from both: in parts.
+        for (bx, chunk, whole_fetch) in
+            [([130..131, 10..11], 4, true), ([10..11, 60..61], 1, false)]
+        {
+            let want = whole.read_box(&bx, &mut Default::default()).await.unwrap();
+            let mut stats = Default::default();
+            let got = parts.read_box(&bx, &mut stats).await.unwrap();
+            assert_eq!(got, want, "{rel} {bx:?}");
+            let stored = whole.chunk_cost(chunk);
+            if whole_fetch {
+                assert_eq!(stats.bytes_fetched, stored, "{rel} {bx:?}");
+            } else {
+                assert!(stats.bytes_fetched < stored / 4, "{rel} {bx:?}");
+            }
+        }
     }
 
     // Every fixture, one element in the middle: the same bytes as a whole-chunk read.
