@@ -66,6 +66,10 @@ impl ReadPool {
     /// cycle their few recent chunks, little for an idle table to hold on to.
     const KEEP: usize = 8;
     const KEEP_BYTES: usize = 64 << 20;
+    /// Smaller buffers are not kept: malloc serves them from memory it already maps, and
+    /// kept, they took the slots of chunk-sized ones (a partial chunk fetch reads a
+    /// header of a few hundred bytes), which were then freed and faulted in afresh.
+    const KEEP_MIN: usize = 64 << 10;
 
     /// A buffer of at least `len` initialized bytes (recycled contents or zeros).
     fn take(&self, len: usize) -> Vec<u8> {
@@ -85,7 +89,10 @@ impl ReadPool {
     fn give(&self, buf: Vec<u8>) {
         let mut bufs = self.bufs.lock().unwrap_or_else(|e| e.into_inner());
         let held: usize = bufs.iter().map(Vec::capacity).sum();
-        if bufs.len() < Self::KEEP && held + buf.capacity() <= Self::KEEP_BYTES {
+        if buf.capacity() >= Self::KEEP_MIN
+            && bufs.len() < Self::KEEP
+            && held + buf.capacity() <= Self::KEEP_BYTES
+        {
             bufs.push(buf);
         }
     }
@@ -436,6 +443,11 @@ mod tests {
         let first = ranges_of(&data, &loc, &ranges);
         let ptr = first[1].as_ptr();
         drop(first);
+        // Only the buffer of at least `KEEP_MIN` bytes is kept (those of the 10-byte,
+        // 50,000-byte and empty reads are freed).
+        let pool = Arc::clone(&loc.local.as_ref().unwrap().pool);
+        let kept: Vec<usize> = pool.bufs.lock().unwrap().iter().map(Vec::len).collect();
+        assert_eq!(kept, [100_000]);
         // The 100 000-byte buffer is reused for a range of a similar size.
         let again = ranges_of(&data, &loc, &[60_000..160_000]);
         assert_eq!(again[0].as_ptr(), ptr);
