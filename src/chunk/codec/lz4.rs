@@ -208,7 +208,7 @@ fn long_match(
     if len > n - op {
         return err(*ip, "match overruns the output");
     }
-    if dist >= 16 && dist <= op && len <= n - op - 16 {
+    if dist >= 16 && dist <= op && len + 16 <= n - op {
         let m = &mut out[op - dist..op + len + 16];
         let mut k = 0;
         while k < len {
