@@ -373,35 +373,31 @@ impl Location {
             cached &= done == len;
             reads.push((r, buf, done));
         }
-        let this = self.clone();
-        let finish = move || -> Result<Vec<(Range<u64>, Vec<u8>)>> {
-            for (r, buf, done) in &mut reads {
+        let (this, pool) = (self.clone(), Arc::clone(&local.pool));
+        let finish = move || -> Result<Vec<Bytes>> {
+            let mut out = Vec::with_capacity(reads.len());
+            for (r, mut buf, done) in reads {
                 let len = (r.end - r.start) as usize;
-                file.read_exact_at(&mut buf[*done..len], r.start + *done as u64)
+                file.read_exact_at(&mut buf[done..len], r.start + done as u64)
                     .map_err(|e| {
                         if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                            this.short_read(r)
+                            this.short_read(&r)
                         } else {
                             this.local_io(e)
                         }
                     })?;
+                let pool = Arc::clone(&pool);
+                out.push(Bytes::from_owner(Recycled { buf, len, pool }));
             }
-            Ok(reads.into_iter().map(|(r, buf, _)| (r, buf)).collect())
+            Ok(out)
         };
-        let reads = match tokio::runtime::Handle::try_current() {
+        let out = match tokio::runtime::Handle::try_current() {
             Ok(rt) if !cached => rt
                 .spawn_blocking(finish)
                 .await
                 .map_err(|e| self.local_io(e))??,
             _ => finish()?,
         };
-        let out = reads
-            .into_iter()
-            .map(|(r, buf)| {
-                let (len, pool) = ((r.end - r.start) as usize, Arc::clone(&local.pool));
-                Bytes::from_owner(Recycled { buf, len, pool })
-            })
-            .collect();
         Ok(Some(out))
     }
 
