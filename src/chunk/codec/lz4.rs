@@ -71,123 +71,155 @@ pub fn decompress_natural_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Resul
 
 /// The decoder, with the match copy for natural data (`NATURAL`) or for byte planes.
 fn decode<const NATURAL: bool>(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
+    let mut at = Cursor::default();
+    while !step::<NATURAL>(src, out, dict, &mut at)? {}
+    at.finished(out.len())
+}
+
+/// Where a stream's decoding stands: the next input byte and the next output byte.
+#[derive(Debug, Default, Clone, Copy)]
+struct Cursor {
+    ip: usize,
+    op: usize,
+}
+
+impl Cursor {
+    /// After the last literal run: the output must be full.
+    fn finished(self, n: usize) -> Result<(), Lz4Error> {
+        if self.op != n {
+            return err(self.ip, "stream ended before the expected size");
+        }
+        Ok(())
+    }
+}
+
+/// Decodes one sequence at `at` and moves it on; true once the stream's last literal run
+/// has been copied.
+#[inline(always)]
+fn step<const NATURAL: bool>(
+    src: &[u8],
+    out: &mut [u8],
+    dict: &[u8],
+    at: &mut Cursor,
+) -> Result<bool, Lz4Error> {
     let n = out.len();
-    let (mut ip, mut op) = (0usize, 0usize);
-    loop {
-        let Some(&token) = src.get(ip) else {
-            return err(ip, "stream ended before its last literal run");
-        };
-        ip += 1;
-        // The common sequence: literals and match length fit the token, and both buffers
-        // have room for a 16-byte literal copy, then (after at most 14 literals) a match
-        // copied in 24 bytes: 14 + 24 = 38. Bytes written past the sequence's end are
-        // scratch that later sequences overwrite.
-        if token < 0xF0
-            && token & 15 != 15
-            && let Some(s) = src.get(ip..ip + 18)
-            && let Some(w) = out.get_mut(op..op + 38)
-        {
-            // Fixed-size views: the literal copy and the offset read need no checks.
-            let s: &[u8; 18] = s.try_into().expect("18 bytes");
-            let w: &mut [u8; 38] = w.try_into().expect("38 bytes");
-            let lit = (token >> 4) as usize;
-            w[..16].copy_from_slice(&s[..16]);
-            let dist = u16::from_le_bytes(s[lit..lit + 2].try_into().expect("2 bytes")) as usize;
-            ip += lit + 2;
-            op += lit;
-            let len = (token & 15) as usize + 4;
-            if NATURAL && dist >= 16 && dist <= op {
-                // One 16-byte piece reading only final bytes; a third piece for the rare
-                // 17- and 18-byte matches. The view ends where the 24 bytes of room do.
-                let m = &mut out[op - dist..op + 24];
-                let (from, to) = m.split_at_mut(dist);
-                to[..16].copy_from_slice(&from[..16]);
+    let Cursor { mut ip, mut op } = *at;
+    let Some(&token) = src.get(ip) else {
+        return err(ip, "stream ended before its last literal run");
+    };
+    ip += 1;
+    // The common sequence: literals and match length fit the token, and both buffers
+    // have room for a 16-byte literal copy, then (after at most 14 literals) a match
+    // copied in 24 bytes: 14 + 24 = 38. Bytes written past the sequence's end are
+    // scratch that later sequences overwrite.
+    if token < 0xF0
+        && token & 15 != 15
+        && let Some(s) = src.get(ip..ip + 18)
+        && let Some(w) = out.get_mut(op..op + 38)
+    {
+        // Fixed-size views: the literal copy and the offset read need no checks.
+        let s: &[u8; 18] = s.try_into().expect("18 bytes");
+        let w: &mut [u8; 38] = w.try_into().expect("38 bytes");
+        let lit = (token >> 4) as usize;
+        w[..16].copy_from_slice(&s[..16]);
+        let dist = u16::from_le_bytes(s[lit..lit + 2].try_into().expect("2 bytes")) as usize;
+        ip += lit + 2;
+        op += lit;
+        let len = (token & 15) as usize + 4;
+        if NATURAL && dist >= 16 && dist <= op {
+            // One 16-byte piece reading only final bytes; a third piece for the rare
+            // 17- and 18-byte matches. The view ends where the 24 bytes of room do.
+            let m = &mut out[op - dist..op + 24];
+            let (from, to) = m.split_at_mut(dist);
+            to[..16].copy_from_slice(&from[..16]);
+            if len > 16 {
+                super::copy_piece(m, dist, 16);
+            }
+            op += len;
+            *at = Cursor { ip, op };
+            return Ok(false);
+        }
+        if dist >= 8 && dist <= op {
+            // 8-byte pieces (at most 3: len <= 18); each reads only final bytes since
+            // dist >= 8. Small loads are forwarded from the recent small stores. The
+            // view is cut to exactly `dist + 24` bytes, so no piece needs a check.
+            let m = &mut out[op - dist..][..dist + 24];
+            super::copy_piece(m, dist, 0);
+            if len > 8 {
+                super::copy_piece(m, dist, 8);
                 if len > 16 {
                     super::copy_piece(m, dist, 16);
                 }
-                op += len;
-                continue;
             }
-            if dist >= 8 && dist <= op {
-                // 8-byte pieces (at most 3: len <= 18); each reads only final bytes since
-                // dist >= 8. Small loads are forwarded from the recent small stores. The
-                // view is cut to exactly `dist + 24` bytes, so no piece needs a check.
-                let m = &mut out[op - dist..][..dist + 24];
-                super::copy_piece(m, dist, 0);
-                if len > 8 {
-                    super::copy_piece(m, dist, 8);
-                    if len > 16 {
-                        super::copy_piece(m, dist, 16);
-                    }
-                }
-                op += len;
-                continue;
-            }
-            if dist == 0 {
-                return err(ip - 2, "zero match offset");
-            }
-            op = copy_any(out, op, dist, len, dict, ip)?;
-            continue;
+            op += len;
+            *at = Cursor { ip, op };
+            return Ok(false);
         }
-        if token < 0xF0
-            && token & 15 == 15
-            && let Some(s) = src.get(ip..ip + 18)
-            && let Some(w) = out.get_mut(op..op + 16)
-        {
-            // A long match (LZ4HC writes many of 19–50 bytes) after at most 14 literals:
-            // the literals in one 16-byte copy, the match by `long_match`.
-            let s: &[u8; 18] = s.try_into().expect("18 bytes");
-            let lit = (token >> 4) as usize;
-            w.copy_from_slice(&s[..16]);
-            let dist = u16::from_le_bytes([s[lit], s[lit + 1]]) as usize;
-            ip += lit + 2;
-            op += lit;
-            op = long_match(src, &mut ip, out, op, dist, dict)?;
-            continue;
-        }
-        let mut lit = (token >> 4) as usize;
-        if lit == 15 {
-            lit += extra_len(src, &mut ip)?;
-        }
-        if lit > src.len() - ip {
-            return err(ip, "literal run past the input");
-        }
-        if lit > n - op {
-            return err(ip, "literal run overruns the output");
-        }
-        if lit <= 64 && src.len() - ip >= 64 && n - op >= 64 {
-            // One fixed 64-byte copy: cheaper than a `memcpy` call for the 15–64-byte
-            // runs that LZ4HC writes between short matches in unfiltered data.
-            out[op..op + 64].copy_from_slice(&src[ip..ip + 64]);
-        } else {
-            out[op..op + lit].copy_from_slice(&src[ip..ip + lit]);
-        }
-        ip += lit;
-        op += lit;
-        if ip == src.len() {
-            break;
-        }
-        let (Some(&d0), Some(&d1)) = (src.get(ip), src.get(ip + 1)) else {
-            return err(ip, "match offset runs past the input");
-        };
-        ip += 2;
-        let dist = u16::from_le_bytes([d0, d1]) as usize;
         if dist == 0 {
             return err(ip - 2, "zero match offset");
         }
-        let mut len = (token & 15) as usize + 4;
-        if len == 19 {
-            len += extra_len(src, &mut ip)?;
-        }
-        if len > n - op {
-            return err(ip, "match overruns the output");
-        }
         op = copy_any(out, op, dist, len, dict, ip)?;
+        *at = Cursor { ip, op };
+        return Ok(false);
     }
-    if op != n {
-        return err(ip, "stream ended before the expected size");
+    if token < 0xF0
+        && token & 15 == 15
+        && let Some(s) = src.get(ip..ip + 18)
+        && let Some(w) = out.get_mut(op..op + 16)
+    {
+        // A long match (LZ4HC writes many of 19–50 bytes) after at most 14 literals:
+        // the literals in one 16-byte copy, the match by `long_match`.
+        let s: &[u8; 18] = s.try_into().expect("18 bytes");
+        let lit = (token >> 4) as usize;
+        w.copy_from_slice(&s[..16]);
+        let dist = u16::from_le_bytes([s[lit], s[lit + 1]]) as usize;
+        ip += lit + 2;
+        op += lit;
+        op = long_match(src, &mut ip, out, op, dist, dict)?;
+        *at = Cursor { ip, op };
+        return Ok(false);
     }
-    Ok(())
+    let mut lit = (token >> 4) as usize;
+    if lit == 15 {
+        lit += extra_len(src, &mut ip)?;
+    }
+    if lit > src.len() - ip {
+        return err(ip, "literal run past the input");
+    }
+    if lit > n - op {
+        return err(ip, "literal run overruns the output");
+    }
+    if lit <= 64 && src.len() - ip >= 64 && n - op >= 64 {
+        // One fixed 64-byte copy: cheaper than a `memcpy` call for the 15–64-byte
+        // runs that LZ4HC writes between short matches in unfiltered data.
+        out[op..op + 64].copy_from_slice(&src[ip..ip + 64]);
+    } else {
+        out[op..op + lit].copy_from_slice(&src[ip..ip + lit]);
+    }
+    ip += lit;
+    op += lit;
+    if ip == src.len() {
+        *at = Cursor { ip, op };
+        return Ok(true);
+    }
+    let (Some(&d0), Some(&d1)) = (src.get(ip), src.get(ip + 1)) else {
+        return err(ip, "match offset runs past the input");
+    };
+    ip += 2;
+    let dist = u16::from_le_bytes([d0, d1]) as usize;
+    if dist == 0 {
+        return err(ip - 2, "zero match offset");
+    }
+    let mut len = (token & 15) as usize + 4;
+    if len == 19 {
+        len += extra_len(src, &mut ip)?;
+    }
+    if len > n - op {
+        return err(ip, "match overruns the output");
+    }
+    op = copy_any(out, op, dist, len, dict, ip)?;
+    *at = Cursor { ip, op };
+    Ok(false)
 }
 
 /// The match of a sequence whose token's match nibble is 15, at `op` from `dist` back,
