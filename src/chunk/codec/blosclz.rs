@@ -123,22 +123,23 @@ fn literal_then_near_match(
     op: usize,
     k: usize,
 ) -> Option<(usize, usize)> {
-    if src.len() - ip < 34 || out.len() - op < 40 {
-        return None;
-    }
-    let (ctrl, lo) = (src[ip + k] as usize, src[ip + k + 1] as usize);
+    // Fixed-size views (the run is at most 32 bytes, `k <= 32`): the reads of the match's
+    // two bytes and the stores below need no checks.
+    let s: &[u8; 34] = src.get(ip..)?.get(..34)?.try_into().expect("34 bytes");
+    let (ctrl, lo) = (s[k] as usize, s[k + 1] as usize);
     let (lcode, hi) = (ctrl >> 5, ctrl & 31);
     if lcode == 0 || lcode == 7 || (lo == 255 && hi == 31) {
         return None;
     }
     let (len, dist) = (lcode + 2, (hi << 8) + lo + 1);
     let mop = op + k;
-    if dist < k + len || dist > mop {
+    if dist < k + len || dist > mop || out.len() - op < 40 {
         return None;
     }
-    let w: [u8; 8] = out[mop - dist..mop - dist + 8].try_into().expect("8 bytes");
-    out[op..op + 32].copy_from_slice(&src[ip..ip + 32]);
-    out[mop..mop + 8].copy_from_slice(&w);
+    let w: [u8; 8] = out[mop - dist..][..8].try_into().expect("8 bytes");
+    let o: &mut [u8; 40] = (&mut out[op..op + 40]).try_into().expect("40 bytes");
+    o[..32].copy_from_slice(&s[..32]);
+    o[k..k + 8].copy_from_slice(&w);
     Some((ip + k + 2, mop + len))
 }
 
