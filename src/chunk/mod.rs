@@ -253,8 +253,8 @@ impl<'a> Chunk<'a> {
             SpecialValue::None => {}
             kind => return self.fill_special(kind, out),
         }
-        if h.is_memcpyed() {
-            out.copy_from_slice(&self.buf[h.header_len..h.header_len + h.nbytes]);
+        if let Some(payload) = self.raw_payload() {
+            out.copy_from_slice(payload);
             return Ok(());
         }
         if h.is_vl_blocks() {
@@ -327,41 +327,36 @@ impl<'a> Chunk<'a> {
         piece: usize,
     ) -> ChunkResult<()> {
         let h = &self.header;
-        let raw = h.is_memcpyed() && h.special() == SpecialValue::None;
+        let raw = self.raw_payload();
         let nblocks = match raw {
-            true => h.nbytes.div_ceil(piece.max(1)),
-            false => self.nblocks(),
+            Some(payload) => payload.len().div_ceil(piece.max(1)),
+            None => self.nblocks(),
         };
         if threads <= 1 || nblocks < 2 || h.is_vl_blocks() || out.len() != h.nbytes {
             return self.decode_into(out);
         }
         let reference = match raw {
-            true => None,
-            false => self.reference_block()?,
+            Some(_) => None,
+            None => self.reference_block()?,
         };
         let reference = reference.as_deref();
         let mut rest: &mut [u8] = out;
         let mut blocks = Vec::with_capacity(nblocks);
         for j in 0..nblocks {
             let len = match raw {
-                true => piece.min(rest.len()),
-                false => h.block_span(j).1,
+                Some(_) => piece.min(rest.len()),
+                None => h.block_span(j).1,
             };
             let (mine, tail) = rest.split_at_mut(len);
             rest = tail;
             blocks.push((j, mine));
         }
-        // Parse checked that a memcpyed chunk holds exactly `nbytes` after its header.
-        let payload = match raw {
-            true => &self.buf[h.header_len..h.header_len + h.nbytes],
-            false => &[][..],
-        };
         let decode_block = |j: usize, dst: &mut [u8]| match raw {
-            true => {
+            Some(payload) => {
                 dst.copy_from_slice(&payload[j * piece..j * piece + dst.len()]);
                 Ok(())
             }
-            false => self.decode_block(j, dst, reference),
+            None => self.decode_block(j, dst, reference),
         };
         let queue = Mutex::new(blocks.into_iter());
         let failed = Mutex::new(None);
@@ -391,6 +386,14 @@ impl<'a> Chunk<'a> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// The payload of a chunk stored raw (memcpyed, no special value): the `nbytes` after
+    /// its header, which parse checked it holds exactly.
+    fn raw_payload(&self) -> Option<&'a [u8]> {
+        let h = &self.header;
+        (h.is_memcpyed() && h.special() == SpecialValue::None)
+            .then(|| &self.buf[h.header_len..h.header_len + h.nbytes])
     }
 
     /// Byte range of the uncompressed chunk covered by `blocks`.
