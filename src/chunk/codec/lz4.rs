@@ -15,7 +15,8 @@
 //! least 16 bytes back: its matches are 8–16 bytes long at any length in between, so
 //! deciding on the length there mispredicts on about one sequence in four (+25–40 % on
 //! unfiltered strings, `benches/README.md`), while on planes, whose matches are mostly 4–5
-//! bytes, the wider copy measured about 10 % slower.
+//! bytes, the wider copy measured about 10 % slower. Matches of at most 8 bytes with a
+//! period below 8 store their pattern as one word (`REPEAT`), inline.
 
 #[cfg(doc)]
 use super::StreamShape;
@@ -151,6 +152,20 @@ fn step<const NATURAL: bool>(
                     super::copy_piece(m, dist, 16);
                 }
             }
+            op += len;
+            *at = Cursor { ip, op };
+            return Ok(false);
+        }
+        if dist < 8 && dist != 0 && len <= 8 && op >= 8 {
+            // A period below 8 over at most 8 bytes (doubled letters, short runs): the
+            // last `dist` bytes before `op`, already final, repeated over one word by a
+            // multiplication and stored whole (`op + 8` is within the 38 bytes of room).
+            // Through `copy_any` and its out-of-line `copy_short_period`, such sequences
+            // cost unfiltered strings 5 % (`benches/README.md`, session 18).
+            let m = &mut out[op - 8..op + 8];
+            let tail = u64::from_le_bytes(m[..8].try_into().expect("8 bytes")) >> (64 - 8 * dist);
+            let word = tail.wrapping_mul(super::REPEAT[dist]);
+            m[8..].copy_from_slice(&word.to_le_bytes());
             op += len;
             *at = Cursor { ip, op };
             return Ok(false);
@@ -418,6 +433,39 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Matches of 4–8 bytes at distances 1–7 (the word-pattern path), between literal runs
+    /// of 0–2 bytes and at every distance from the output's start and end: same bytes as
+    /// `lz4_flex`.
+    #[test]
+    fn short_periods_match_lz4_flex() {
+        let mut s = 0x5EED_u64;
+        for case in 0..300 {
+            // Ten literals first, so that every distance below 8 is in reach.
+            let mut stream = vec![0xA0];
+            stream.extend((0..10).map(|_| xorshift(&mut s) as u8));
+            stream.extend_from_slice(&[1, 0]);
+            let mut len = 14;
+            for _ in 0..case % 40 {
+                let lit = (xorshift(&mut s) % 3) as usize;
+                let mlen = (xorshift(&mut s) % 5) as usize + 4;
+                let dist = (xorshift(&mut s) % 7) as u16 + 1;
+                stream.push(((lit as u8) << 4) | (mlen - 4) as u8);
+                stream.extend((0..lit).map(|_| xorshift(&mut s) as u8));
+                stream.extend_from_slice(&dist.to_le_bytes());
+                len += lit + mlen;
+            }
+            let last = case % 7;
+            stream.push((last as u8) << 4);
+            stream.extend((0..last).map(|_| xorshift(&mut s) as u8));
+            len += last;
+            let want = lz4_flex::block::decompress(&stream, len).unwrap();
+            let mut out = vec![0u8; len];
+            decompress_into(&stream, &mut out, &[])
+                .unwrap_or_else(|e| panic!("case {case}: {e:?}"));
+            assert!(out == want, "case {case}");
         }
     }
 

@@ -182,6 +182,21 @@ pub(crate) fn copy_piece(m: &mut [u8], dist: usize, k: usize) {
     m[dist + k..dist + k + 8].copy_from_slice(&w);
 }
 
+/// Per period `p` below 9, a multiplier with a 1 at every multiple of `p` below 8 bytes: a
+/// pattern of `p` bytes times it repeats the pattern over a word (the copies do not overlap,
+/// so no carries).
+pub(crate) const REPEAT: [u64; 9] = [
+    0,
+    0x0101_0101_0101_0101,
+    0x0001_0001_0001_0001,
+    0x0001_0000_0100_0001,
+    0x0000_0001_0000_0001,
+    0x0000_0100_0000_0001,
+    0x0001_0000_0000_0001,
+    0x0100_0000_0000_0001,
+    0x0000_0000_0000_0001,
+];
+
 /// [`copy_match`] for a period of at most 8 and at most 256 bytes, when the output has 16
 /// bytes of room past the match (`op + len + 16 <= out.len()`), so whole pieces may write
 /// up to 15 bytes past `op + len` (scratch that later sequences overwrite).
@@ -196,19 +211,6 @@ fn copy_short_period(out: &mut [u8], op: usize, dist: usize, len: usize) {
     let from = op - dist;
     // The first `dist` bytes repeated over a word; `from + 8 <= op + 8` is in bounds.
     let w = u64::from_le_bytes(out[from..from + 8].try_into().expect("8 bytes"));
-    // Each multiplier has a 1 at every multiple of the period below 8 bytes: the product
-    // repeats the masked pattern over the word (the copies do not overlap, so no carries).
-    const REPEAT: [u64; 9] = [
-        0,
-        0x0101_0101_0101_0101,
-        0x0001_0001_0001_0001,
-        0x0001_0000_0100_0001,
-        0x0000_0001_0000_0001,
-        0x0000_0100_0000_0001,
-        0x0001_0000_0000_0001,
-        0x0100_0000_0000_0001,
-        0x0000_0000_0000_0001,
-    ];
     let word = ((w & (u64::MAX >> (64 - 8 * dist))).wrapping_mul(REPEAT[dist])).to_le_bytes();
     if matches!(dist, 1 | 2 | 4 | 8) {
         let mut p16 = [0u8; 16];
