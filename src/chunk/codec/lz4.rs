@@ -16,7 +16,12 @@
 //! deciding on the length there mispredicts on about one sequence in four (+25–40 % on
 //! unfiltered strings, `benches/README.md`), while on planes, whose matches are mostly 4–5
 //! bytes, the wider copy measured about 10 % slower. Matches of at most 8 bytes with a
-//! period below 8 store their pattern as one word (`REPEAT`), inline.
+//! period below 8 store their pattern as one word (`REPEAT`), inline. Long matches of
+//! natural data are decoded after the literal-run length, 19–48 bytes as two or three
+//! fixed 16-byte pieces; those of byte planes go through `long_match`.
+//!
+//! Measure changes here over several code placements (`benches/README.md`, session 18):
+//! the same machine code at another address runs up to 5 % apart.
 
 #[cfg(doc)]
 use super::StreamShape;
@@ -177,13 +182,15 @@ fn step<const NATURAL: bool>(
         *at = Cursor { ip, op };
         return Ok(false);
     }
-    if token < 0xF0
+    if !NATURAL
+        && token < 0xF0
         && token & 15 == 15
         && let Some(s) = src.get(ip..ip + 18)
         && let Some(w) = out.get_mut(op..op + 16)
     {
-        // A long match (LZ4HC writes many of 19–50 bytes) after at most 14 literals:
-        // the literals in one 16-byte copy, the match by `long_match`.
+        // Byte planes: a long match after at most 14 literals, the literals in one
+        // 16-byte copy, the match by `long_match`. (Natural data takes the long-match
+        // path below instead; here, that path cost the shuffled rows 3–6 %.)
         let s: &[u8; 18] = s.try_into().expect("18 bytes");
         let lit = (token >> 4) as usize;
         w.copy_from_slice(&s[..16]);
@@ -197,6 +204,60 @@ fn step<const NATURAL: bool>(
     let mut lit = (token >> 4) as usize;
     if lit == 15 {
         lit += extra_len(src, &mut ip)?;
+    }
+    if NATURAL
+        && lit <= 64
+        && token & 15 == 15
+        && let Some(s) = src.get(ip..ip + 67)
+        && let Some(w) = out.get_mut(op..op + 64)
+    {
+        // Natural data: a long match (LZ4HC writes many of 19–48 bytes over strings)
+        // after a literal run of at most 64 bytes, starting at least 16 bytes back, its
+        // length in one extension byte: the run in one 64-byte copy, the match in two or
+        // three 16-byte pieces from a fixed-size view when it is at most 48 bytes, else
+        // in a loop of them. Anything else falls through to the checked code below,
+        // which starts over. Half the instructions of `long_match` per 19–48-byte match
+        // (`benches/README.md`, session 18).
+        let s: &[u8; 67] = s.try_into().expect("67 bytes");
+        w.copy_from_slice(&s[..64]);
+        let dist = u16::from_le_bytes([s[lit], s[lit + 1]]) as usize;
+        let e = s[lit + 2] as usize;
+        let o = op + lit;
+        if e <= 29
+            && dist >= 16
+            && dist <= o
+            && let Some(m) = out.get_mut(o - dist..).and_then(|t| t.get_mut(..dist + 48))
+        {
+            copy16(m, dist, 0);
+            copy16(m, dist, 16);
+            if e > 13 {
+                copy16(m, dist, 32);
+            }
+            *at = Cursor {
+                ip: ip + lit + 3,
+                op: o + 19 + e,
+            };
+            return Ok(false);
+        }
+        let len = 19 + e;
+        if e < 255
+            && dist >= 16
+            && dist <= o
+            && let Some(m) = out
+                .get_mut(o - dist..)
+                .and_then(|t| t.get_mut(..dist + len + 16))
+        {
+            let mut k = 0;
+            while k < len {
+                copy16(m, dist, k);
+                k += 16;
+            }
+            *at = Cursor {
+                ip: ip + lit + 3,
+                op: o + len,
+            };
+            return Ok(false);
+        }
     }
     if lit <= 64
         && token & 15 != 15
@@ -270,6 +331,13 @@ fn step<const NATURAL: bool>(
     Ok(false)
 }
 
+/// Copies the 16 bytes at `k` of `m` to `k + dist`.
+#[inline(always)]
+fn copy16(m: &mut [u8], dist: usize, k: usize) {
+    let w: [u8; 16] = m[k..k + 16].try_into().expect("16 bytes");
+    m[dist + k..dist + k + 16].copy_from_slice(&w);
+}
+
 /// The match of a sequence whose token's match nibble is 15, at `op` from `dist` back,
 /// with `ip` on its length's first extension byte; returns the new output position. A
 /// match starting at least 16 bytes back with 16 bytes of room past its end is copied in
@@ -283,6 +351,7 @@ fn long_match(
     dist: usize,
     dict: &[u8],
 ) -> Result<usize, Lz4Error> {
+    let offset_at = *ip - 2;
     let len = 19 + extra_len(src, ip)?;
     let n = out.len();
     if len > n - op {
@@ -299,7 +368,7 @@ fn long_match(
         return Ok(op + len);
     }
     if dist == 0 {
-        return err(*ip, "zero match offset");
+        return err(offset_at, "zero match offset");
     }
     copy_any(out, op, dist, len, dict, *ip)
 }
