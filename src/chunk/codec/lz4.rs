@@ -566,21 +566,28 @@ mod tests {
         assert!(out == want, "case {case}");
     }
 
+    /// 300 streams for [`check_sequences`], the `case`-th with `case % most` random
+    /// sequences (literal runs `lit.0 + [0, lit.1)`, match lengths `4 + [0, mlen)`,
+    /// distances `1 + [0, dist)`) and a final run of `case % last` literals.
+    fn check_random(seed: u64, most: usize, lit: (usize, u64), mlen: u64, dist: u64, last: usize) {
+        let mut s = seed;
+        for case in 0..300 {
+            let seqs: Vec<_> = (0..case % most)
+                .map(|_| {
+                    let l = lit.0 + (xorshift(&mut s) % lit.1) as usize;
+                    let m = 4 + (xorshift(&mut s) % mlen) as usize;
+                    (l, m, 1 + (xorshift(&mut s) % dist) as u16)
+                })
+                .collect();
+            check_sequences(&seqs, case % last, &mut s, case);
+        }
+    }
+
     /// Matches of 4–8 bytes at distances 1–7 (the word-pattern path), between literal runs
     /// of 0–2 bytes, at every distance from the output's end.
     #[test]
     fn short_periods_match_lz4_flex() {
-        let mut s = 0x5EED_u64;
-        for case in 0..300 {
-            let seqs: Vec<_> = (0..case % 40)
-                .map(|_| {
-                    let lit = (xorshift(&mut s) % 3) as usize;
-                    let mlen = (xorshift(&mut s) % 5) as usize + 4;
-                    (lit, mlen, (xorshift(&mut s) % 7) as u16 + 1)
-                })
-                .collect();
-            check_sequences(&seqs, case % 7, &mut s, case);
-        }
+        check_random(0x5EED, 40, (0, 3), 5, 7, 7);
     }
 
     /// Literal runs of 15–70 bytes before matches of 4–18 bytes at distances 1–40 (the
@@ -588,17 +595,7 @@ mod tests {
     /// them), at every distance from the output's end.
     #[test]
     fn long_literal_runs_match_lz4_flex() {
-        let mut s = 0x11FE_u64;
-        for case in 0..300 {
-            let seqs: Vec<_> = (0..case % 12)
-                .map(|_| {
-                    let lit = (xorshift(&mut s) % 56) as usize + 15;
-                    let mlen = (xorshift(&mut s) % 15) as usize + 4;
-                    (lit, mlen, (xorshift(&mut s) % 40) as u16 + 1)
-                })
-                .collect();
-            check_sequences(&seqs, case % 70, &mut s, case);
-        }
+        check_random(0x11FE, 12, (15, 56), 15, 40, 70);
     }
 
     /// Streams built sequence by sequence with random literal and match lengths and
