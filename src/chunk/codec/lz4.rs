@@ -149,14 +149,7 @@ fn step<const NATURAL: bool>(
             // 8-byte pieces (at most 3: len <= 18); each reads only final bytes since
             // dist >= 8. Small loads are forwarded from the recent small stores. The
             // view is cut to exactly `dist + 24` bytes, so no piece needs a check.
-            let m = &mut out[op - dist..][..dist + 24];
-            super::copy_piece(m, dist, 0);
-            if len > 8 {
-                super::copy_piece(m, dist, 8);
-                if len > 16 {
-                    super::copy_piece(m, dist, 16);
-                }
-            }
+            copy_pieces8(&mut out[op - dist..][..dist + 24], dist, len);
             op += len;
             *at = Cursor { ip, op };
             return Ok(false);
@@ -247,11 +240,7 @@ fn step<const NATURAL: bool>(
                 .get_mut(o - dist..)
                 .and_then(|t| t.get_mut(..dist + len + 16))
         {
-            let mut k = 0;
-            while k < len {
-                copy16(m, dist, k);
-                k += 16;
-            }
+            copy_run16(m, dist, len);
             *at = Cursor {
                 ip: ip + lit + 3,
                 op: o + len,
@@ -279,13 +268,7 @@ fn step<const NATURAL: bool>(
             && dist <= o
             && let Some(m) = out.get_mut(o - dist..).and_then(|t| t.get_mut(..dist + 24))
         {
-            super::copy_piece(m, dist, 0);
-            if len > 8 {
-                super::copy_piece(m, dist, 8);
-                if len > 16 {
-                    super::copy_piece(m, dist, 16);
-                }
-            }
+            copy_pieces8(m, dist, len);
             *at = Cursor {
                 ip: ip + lit + 2,
                 op: o + len,
@@ -339,6 +322,31 @@ fn copy16(m: &mut [u8], dist: usize, k: usize) {
     m[dist + k..dist + k + 16].copy_from_slice(&w);
 }
 
+/// A match of `len` bytes from `dist >= 16` back in 16-byte pieces, each reading only
+/// final bytes; `m` starts at the match's source and holds `dist + len + 16` bytes.
+#[inline(always)]
+fn copy_run16(m: &mut [u8], dist: usize, len: usize) {
+    let mut k = 0;
+    while k < len {
+        copy16(m, dist, k);
+        k += 16;
+    }
+}
+
+/// A match of at most 18 bytes from `dist >= 8` back in as many 8-byte pieces as it needs,
+/// each reading only final bytes; `m` starts at the match's source and is exactly
+/// `dist + 24` bytes long, so the compiler sees every piece in bounds.
+#[inline(always)]
+fn copy_pieces8(m: &mut [u8], dist: usize, len: usize) {
+    super::copy_piece(m, dist, 0);
+    if len > 8 {
+        super::copy_piece(m, dist, 8);
+        if len > 16 {
+            super::copy_piece(m, dist, 16);
+        }
+    }
+}
+
 /// The match of a sequence whose token's match nibble is 15, at `op` from `dist` back,
 /// with `ip` on its length's first extension byte; returns the new output position. A
 /// match starting at least 16 bytes back with 16 bytes of room past its end is copied in
@@ -359,13 +367,7 @@ fn long_match(
         return err(*ip, "match overruns the output");
     }
     if dist >= 16 && dist <= op && len + 16 <= n - op {
-        let m = &mut out[op - dist..op + len + 16];
-        let mut k = 0;
-        while k < len {
-            let w: [u8; 16] = m[k..k + 16].try_into().expect("16 bytes");
-            m[dist + k..dist + k + 16].copy_from_slice(&w);
-            k += 16;
-        }
+        copy_run16(&mut out[op - dist..op + len + 16], dist, len);
         return Ok(op + len);
     }
     if dist == 0 {
