@@ -69,7 +69,11 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
             if len > n - op {
                 return err(ip, "match overruns the output");
             }
-            super::copy_match(out, op, dist, len);
+            if dist < 8 && len <= 16 && op >= 8 && n - op >= 16 {
+                copy_short_period(&mut out[op - 8..op + 16], dist, len);
+            } else {
+                super::copy_match(out, op, dist, len);
+            }
             op += len;
         } else {
             let k = ctrl + 1;
@@ -106,11 +110,17 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
     Ok(())
 }
 
-/// A literal run of `k` bytes at `ip` followed by a match of at most 8 bytes whose source
+/// A literal run of `k` bytes at `ip` followed by a match of at most 16 bytes whose source
 /// lies wholly before the run (the pattern of an unfiltered counter: 2 literals, then 6
-/// bytes from 8 back), decoded together. Returns the input and output positions after
-/// both, or `None` (nothing written) when the sequence is not of that shape or the
-/// buffers lack room for a 32-byte literal store and an 8-byte match store.
+/// bytes from 8 back; of fixed-width strings: 2 literals, then 6, 10 or 14 bytes from 64
+/// back), decoded together. Returns the input and output positions after both, or `None`
+/// (nothing written) when the sequence is not of that shape or the buffers lack room for
+/// a 32-byte literal store and the match's 8-byte pieces.
+///
+/// Matches of 9–16 bytes (length code 7, one more length byte) take their own branch:
+/// choosing the input position after the match without a branch would put the load of
+/// the length code on the chain from one sequence's control byte to the next (−27 % on
+/// `counter-i8-blosclz-nofilter`, `benches/README.md`, session 19).
 ///
 /// The match's 8 bytes are loaded *before* the literal run is stored. Loaded after, they
 /// would span two recent stores (the previous match's and this run's), which the CPU
@@ -125,14 +135,36 @@ fn literal_then_near_match(
 ) -> Option<(usize, usize)> {
     // Fixed-size views (the run is at most 32 bytes, `k <= 32`): the reads of the match's
     // two bytes and the stores below need no checks.
-    let s: &[u8; 34] = src.get(ip..)?.get(..34)?.try_into().expect("34 bytes");
-    let (ctrl, lo) = (s[k] as usize, s[k + 1] as usize);
+    let s: &[u8; 35] = src.get(ip..)?.get(..35)?.try_into().expect("35 bytes");
+    let ctrl = s[k] as usize;
     let (lcode, hi) = (ctrl >> 5, ctrl & 31);
-    if lcode == 0 || lcode == 7 || (lo == 255 && hi == 31) {
+    if lcode == 0 {
+        return None;
+    }
+    let mop = op + k;
+    if lcode == 7 {
+        // A match of 9-16 bytes (one extra length byte under 8).
+        let (e, lo) = (s[k + 1] as usize, s[k + 2] as usize);
+        let (len, dist) = (9 + e, (hi << 8) + lo + 1);
+        if e >= 8 || (lo == 255 && hi == 31) || dist < k + len || dist > mop {
+            return None;
+        }
+        if out.len() - op < 48 {
+            return None;
+        }
+        let w: [u8; 8] = out[mop - dist..][..8].try_into().expect("8 bytes");
+        let w2: [u8; 8] = out[mop - dist + 8..][..8].try_into().expect("8 bytes");
+        let o: &mut [u8; 48] = (&mut out[op..op + 48]).try_into().expect("48 bytes");
+        o[..32].copy_from_slice(&s[..32]);
+        o[k..k + 8].copy_from_slice(&w);
+        o[k + 8..k + 16].copy_from_slice(&w2);
+        return Some((ip + k + 3, mop + len));
+    }
+    let lo = s[k + 1] as usize;
+    if lo == 255 && hi == 31 {
         return None;
     }
     let (len, dist) = (lcode + 2, (hi << 8) + lo + 1);
-    let mop = op + k;
     if dist < k + len || dist > mop || out.len() - op < 40 {
         return None;
     }
@@ -141,6 +173,29 @@ fn literal_then_near_match(
     o[..32].copy_from_slice(&s[..32]);
     o[k..k + 8].copy_from_slice(&w);
     Some((ip + k + 2, mop + len))
+}
+
+/// Copies a match of at most 16 bytes whose period `dist` is below 8 (runs of one byte,
+/// the zero bytes of wide characters) into `m[8..]`, where `m` is the 8 bytes before the
+/// match's start and the 16 after it (bytes past the match are scratch that later
+/// sequences overwrite). The pattern is built in registers: the last `dist` bytes before
+/// the match repeated over a word by a multiplication, then that word moved on by one
+/// phase. Through `copy_match`, each such match took an out-of-line call.
+#[inline(always)]
+fn copy_short_period(m: &mut [u8], dist: usize, len: usize) {
+    debug_assert!((1..8).contains(&dist) && len <= 16);
+    let m: &mut [u8; 24] = m.try_into().expect("24 bytes");
+    let tail = u64::from_le_bytes(m[..8].try_into().expect("8 bytes")) >> (64 - 8 * dist);
+    let word = tail.wrapping_mul(super::REPEAT[dist]);
+    m[8..16].copy_from_slice(&word.to_le_bytes());
+    if len > 8 {
+        // Byte `i` of the next word is the pattern's byte `(8 + i) % dist`: the word moved
+        // down by `r = 8 % dist` bytes, its top `r` bytes taken from `dist - r` lower
+        // (where both shifts give a byte, it is the same byte).
+        let r = 8 % dist;
+        let next = (word >> (8 * r)) | (word << (8 * (dist - r)));
+        m[16..].copy_from_slice(&next.to_le_bytes());
+    }
 }
 
 #[cfg(test)]
@@ -221,47 +276,60 @@ mod tests {
         (out.len() == n).then_some(out)
     }
 
-    /// Random streams of literal runs and matches (short and long, near and far, at
-    /// every distance from the output's end), and single-byte mutations of them: the
-    /// same bytes as [`byte_at_a_time`], and an error exactly where it has none.
+    /// A random stream of literal runs and matches and the length it decodes to. With
+    /// `near`, literal runs are at most 8 bytes, half the matches come from at most 32
+    /// bytes back (periods below 8 among them) and their long length codes extend to at
+    /// most 18 bytes, the shapes
+    /// [`copy_short_period`] and the long-match arm of [`literal_then_near_match`] take.
+    fn random_stream(s: &mut u64, near: bool) -> (Vec<u8>, usize) {
+        use crate::chunk::xorshift;
+        let mut stream = Vec::new();
+        let mut len = 0usize;
+        for q in 0..1 + xorshift(s) % if near { 24 } else { 12 } {
+            if q == 0 || xorshift(s).is_multiple_of(3) {
+                let k = (xorshift(s) % if near { 8 } else { 32 }) as usize + 1;
+                stream.push(k as u8 - 1);
+                stream.extend((0..k).map(|_| xorshift(s) as u8));
+                len += k;
+            } else {
+                let lcode = 1 + (xorshift(s) % 7) as usize;
+                let near_now = near && xorshift(s).is_multiple_of(2);
+                let reach = if near_now { len.min(32) } else { len.min(9000) };
+                let dist = 1 + (xorshift(s) as usize % reach);
+                let mut mlen = lcode + 2;
+                let mut head = Vec::new();
+                if lcode == 7 {
+                    let extra = (xorshift(s) % if near_now { 10 } else { 300 }) as usize;
+                    head.extend(std::iter::repeat_n(255u8, extra / 255));
+                    head.push((extra % 255) as u8);
+                    mlen += extra;
+                }
+                if dist > 8191 {
+                    stream.push((lcode << 5) as u8 | 31);
+                    stream.extend_from_slice(&head);
+                    let far = dist - 8192;
+                    stream.extend_from_slice(&[255, (far >> 8) as u8, far as u8]);
+                } else {
+                    let d = dist - 1;
+                    stream.push((lcode << 5) as u8 | (d >> 8) as u8);
+                    stream.extend_from_slice(&head);
+                    stream.push(d as u8);
+                }
+                len += mlen;
+            }
+        }
+        (stream, len)
+    }
+
+    /// Random streams (see [`random_stream`]), far-reaching ones and near ones, and
+    /// single-byte mutations of them: the same bytes as [`byte_at_a_time`], and an error
+    /// exactly where it has none.
     #[test]
     fn random_streams_match_the_byte_at_a_time_reading() {
         use crate::chunk::xorshift;
         let mut s = 0xB105C_u64;
-        for case in 0..3000 {
-            let mut stream = Vec::new();
-            let mut len = 0usize;
-            for q in 0..1 + xorshift(&mut s) % 12 {
-                if q == 0 || xorshift(&mut s).is_multiple_of(3) {
-                    let k = (xorshift(&mut s) % 32) as usize + 1;
-                    stream.push(k as u8 - 1);
-                    stream.extend((0..k).map(|_| xorshift(&mut s) as u8));
-                    len += k;
-                } else {
-                    let lcode = 1 + (xorshift(&mut s) % 7) as usize;
-                    let dist = 1 + (xorshift(&mut s) as usize % len.min(9000));
-                    let mut mlen = lcode + 2;
-                    let mut head = Vec::new();
-                    if lcode == 7 {
-                        let extra = (xorshift(&mut s) % 300) as usize;
-                        head.extend(std::iter::repeat_n(255u8, extra / 255));
-                        head.push((extra % 255) as u8);
-                        mlen += extra;
-                    }
-                    if dist > 8191 {
-                        stream.push((lcode << 5) as u8 | 31);
-                        stream.extend_from_slice(&head);
-                        let far = dist - 8192;
-                        stream.extend_from_slice(&[255, (far >> 8) as u8, far as u8]);
-                    } else {
-                        let d = dist - 1;
-                        stream.push((lcode << 5) as u8 | (d >> 8) as u8);
-                        stream.extend_from_slice(&head);
-                        stream.push(d as u8);
-                    }
-                    len += mlen;
-                }
-            }
+        for case in 0..6000 {
+            let (stream, len) = random_stream(&mut s, case % 2 == 1);
             let mut out = vec![0u8; len];
             let want = byte_at_a_time(&stream, len).expect("a well-formed stream");
             decompress_into(&stream, &mut out).unwrap_or_else(|e| panic!("case {case}: {e:?}"));
