@@ -120,9 +120,11 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
 /// Matches of 9–16 bytes (length code 7, one more length byte) take their own branch:
 /// choosing the input position after the match without a branch would put the load of
 /// the length code on the chain from one sequence's control byte to the next (−27 % on
-/// `counter-i8-blosclz-nofilter`, `benches/README.md`, session 19).
+/// `counter-i8-blosclz-nofilter`, `benches/README.md`, session 19). That branch also
+/// takes a period of at most 7 bytes lying within the run (`abc`, then 9 more `c`s),
+/// whose pattern it builds from the input.
 ///
-/// The match's 8 bytes are loaded *before* the literal run is stored. Loaded after, they
+/// The match's bytes are loaded *before* the literal run is stored. Loaded after, they
 /// would span two recent stores (the previous match's and this run's), which the CPU
 /// cannot forward to a load: it waits for both to reach the cache, every element.
 #[inline(always)]
@@ -146,14 +148,25 @@ fn literal_then_near_match(
         // A match of 9-16 bytes (one extra length byte under 8).
         let (e, lo) = (s[k + 1] as usize, s[k + 2] as usize);
         let (len, dist) = (9 + e, (hi << 8) + lo + 1);
-        if e >= 8 || (lo == 255 && hi == 31) || dist < k + len || dist > mop {
+        if e >= 8 || (lo == 255 && hi == 31) || dist > mop {
             return None;
         }
         if out.len() - op < 48 {
             return None;
         }
-        let w: [u8; 8] = out[mop - dist..][..8].try_into().expect("8 bytes");
-        let w2: [u8; 8] = out[mop - dist + 8..][..8].try_into().expect("8 bytes");
+        let (w, w2) = if dist >= k + len {
+            let m: &[u8] = &out[mop - dist..];
+            let w: [u8; 8] = m[..8].try_into().expect("8 bytes");
+            (w, m[8..16].try_into().expect("8 bytes"))
+        } else if dist <= k && dist < 8 && ip + k >= 8 {
+            // A period within the run (a byte repeated after it): its pattern is built
+            // from the input, never loaded from the bytes about to be stored.
+            let tail = u64::from_le_bytes(src[ip + k - 8..ip + k].try_into().expect("8 bytes"));
+            let (w, w2) = period_words(tail, dist);
+            (w.to_le_bytes(), w2.to_le_bytes())
+        } else {
+            return None;
+        };
         let o: &mut [u8; 48] = (&mut out[op..op + 48]).try_into().expect("48 bytes");
         o[..32].copy_from_slice(&s[..32]);
         o[k..k + 8].copy_from_slice(&w);
@@ -178,24 +191,33 @@ fn literal_then_near_match(
 /// Copies a match of at most 16 bytes whose period `dist` is below 8 (runs of one byte,
 /// the zero bytes of wide characters) into `m[8..]`, where `m` is the 8 bytes before the
 /// match's start and the 16 after it (bytes past the match are scratch that later
-/// sequences overwrite). The pattern is built in registers: the last `dist` bytes before
-/// the match repeated over a word by a multiplication, then that word moved on by one
-/// phase. Through `copy_match`, each such match took an out-of-line call.
+/// sequences overwrite). The pattern is built in registers ([`period_words`]); through
+/// `copy_match`, each such match took an out-of-line call.
 #[inline(always)]
 fn copy_short_period(m: &mut [u8], dist: usize, len: usize) {
     debug_assert!((1..8).contains(&dist) && len <= 16);
     let m: &mut [u8; 24] = m.try_into().expect("24 bytes");
-    let tail = u64::from_le_bytes(m[..8].try_into().expect("8 bytes")) >> (64 - 8 * dist);
-    let word = tail.wrapping_mul(super::REPEAT[dist]);
+    let (word, next) = period_words(
+        u64::from_le_bytes(m[..8].try_into().expect("8 bytes")),
+        dist,
+    );
     m[8..16].copy_from_slice(&word.to_le_bytes());
     if len > 8 {
-        // Byte `i` of the next word is the pattern's byte `(8 + i) % dist`: the word moved
-        // down by `r = 8 % dist` bytes, its top `r` bytes taken from `dist - r` lower
-        // (where both shifts give a byte, it is the same byte).
-        let r = 8 % dist;
-        let next = (word >> (8 * r)) | (word << (8 * (dist - r)));
         m[16..].copy_from_slice(&next.to_le_bytes());
     }
+}
+
+/// The first 16 bytes of a match with period `dist` (1–7), as two little-endian words,
+/// from `before`, the 8 bytes before the match: its top `dist` bytes repeated over a word
+/// by a multiplication, then that word moved on by one phase.
+#[inline(always)]
+fn period_words(before: u64, dist: usize) -> (u64, u64) {
+    let word = (before >> (64 - 8 * dist)).wrapping_mul(super::REPEAT[dist]);
+    // Byte `i` of the next word is the pattern's byte `(8 + i) % dist`: the word moved down
+    // by `r = 8 % dist` bytes, its top `r` bytes taken from `dist - r` lower (where both
+    // shifts give a byte, it is the same byte).
+    let r = 8 % dist;
+    (word, (word >> (8 * r)) | (word << (8 * (dist - r))))
 }
 
 #[cfg(test)]
