@@ -11,7 +11,8 @@
 //!
 //! The short matches of a sequence are copied one of two ways, picked per chunk by its
 //! [`StreamShape`]. Byte planes (shuffled data) copy 8-byte pieces, as many as the length
-//! needs. Natural data (no shuffle) copies one 16-byte piece whenever the match starts at
+//! needs, unless the thread's recent plane streams had many 9–18-byte matches from far
+//! back (`WideHint`: planes of strings under LZ4HC); those take the natural copy. Natural data (no shuffle) copies one 16-byte piece whenever the match starts at
 //! least 16 bytes back: its matches are 8–16 bytes long at any length in between, so
 //! deciding on the length there mispredicts on about one sequence in four (+25–40 % on
 //! unfiltered strings, `benches/README.md`), while on planes, whose matches are mostly 4–5
@@ -25,6 +26,7 @@
 
 #[cfg(doc)]
 use super::StreamShape;
+use std::cell::Cell;
 
 /// Why an LZ4 stream is invalid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,11 +61,70 @@ fn extra_len(src: &[u8], ip: &mut usize) -> Result<usize, Lz4Error> {
 /// data that precedes the output (empty when the chunk has no dictionary): matches may
 /// reach back into it.
 ///
+/// How it copies matches follows the streams this thread decoded before (`WideHint`);
+/// the bytes it writes do not.
+///
 /// # Errors
 /// A stream that reads past its end, has a zero offset, refers before the dictionary, or
 /// produces more or fewer bytes than `out.len()`.
 pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
-    decode::<false>(src, out, dict)
+    WIDE_HINT.with(|hint| {
+        let WideHint {
+            long,
+            near,
+            bytes,
+            age,
+        } = hint.get();
+        if (long.saturating_mul(1024) > bytes && near.saturating_mul(4) < long) || age >= 15 {
+            let at = decode::<false, true>(src, out, dict)?;
+            hint.set(WideHint {
+                long: long / 2 + at.long,
+                near: near / 2 + at.near,
+                bytes: bytes / 2 + out.len(),
+                age: 0,
+            });
+        } else {
+            decode::<false, false>(src, out, dict)?;
+            hint.set(WideHint {
+                age: age + 1,
+                ..hint.get()
+            });
+        }
+        Ok(())
+    })
+}
+
+/// Whether a thread copies the matches of byte-plane streams from 16 or more back as one
+/// 16-byte piece (`WIDE` in [`decode`]). That piece has no branch on the match length to
+/// mispredict (+8–12 % on shuffled strings under LZ4HC, a tenth of whose matches are 9–16
+/// bytes), but costs streams of 4–8-byte matches 2–6 % (`benches/README.md`, session 19).
+/// The piece also loses where many matches come from 8–15 bytes back (their branch, on the
+/// distance, then mispredicts instead). Wide decoding counts both kinds of match over the
+/// streams decoded wide lately (each stream halving the weight of those before): more
+/// than one 9–18-byte match from 16 or more back per KiB of output, and under a quarter as
+/// many from 8–15 back, keeps it on. Otherwise every 16th stream is decoded wide to look
+/// again. The choice changes only speed: both copies write the same bytes.
+#[derive(Debug, Clone, Copy)]
+struct WideHint {
+    /// 9–18-byte matches from 16 or more back counted, decayed.
+    long: usize,
+    /// Short matches from 8–15 back counted, decayed.
+    near: usize,
+    /// Output bytes they were counted over, decayed.
+    bytes: usize,
+    /// Streams decoded with 8-byte pieces since the last wide one.
+    age: u32,
+}
+
+thread_local! {
+    static WIDE_HINT: Cell<WideHint> = const {
+        Cell::new(WideHint {
+            long: 0,
+            near: 0,
+            bytes: 0,
+            age: 0,
+        })
+    };
 }
 
 /// [`decompress_into`] for a stream of [`StreamShape::Natural`] data: the same bytes,
@@ -72,21 +133,31 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
 /// # Errors
 /// As [`decompress_into`].
 pub fn decompress_natural_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
-    decode::<true>(src, out, dict)
+    decode::<true, false>(src, out, dict).map(|_| ())
 }
 
-/// The decoder, with the match copy for natural data (`NATURAL`) or for byte planes.
-fn decode<const NATURAL: bool>(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
+/// The decoder, with the match copy for natural data (`NATURAL`) or for byte planes, whose
+/// matches from 16 or more back are one 16-byte piece when `WIDE`, else 8-byte pieces.
+fn decode<const NATURAL: bool, const WIDE: bool>(
+    src: &[u8],
+    out: &mut [u8],
+    dict: &[u8],
+) -> Result<Cursor, Lz4Error> {
     let mut at = Cursor::default();
-    while !step::<NATURAL>(src, out, dict, &mut at)? {}
-    at.finished(out.len())
+    while !step::<NATURAL, WIDE>(src, out, dict, &mut at)? {}
+    at.finished(out.len())?;
+    Ok(at)
 }
 
-/// Where a stream's decoding stands: the next input byte and the next output byte.
+/// Where a stream's decoding stands: the next input byte and the next output byte; for
+/// byte planes, also how many short-match sequences there were and how many of them had
+/// matches over 8 bytes (for [`WIDE_HINT`]).
 #[derive(Debug, Default, Clone, Copy)]
 struct Cursor {
     ip: usize,
     op: usize,
+    long: usize,
+    near: usize,
 }
 
 impl Cursor {
@@ -102,14 +173,14 @@ impl Cursor {
 /// Decodes one sequence at `at` and moves it on; true once the stream's last literal run
 /// has been copied.
 #[inline(always)]
-fn step<const NATURAL: bool>(
+fn step<const NATURAL: bool, const WIDE: bool>(
     src: &[u8],
     out: &mut [u8],
     dict: &[u8],
     at: &mut Cursor,
 ) -> Result<bool, Lz4Error> {
     let n = out.len();
-    let Cursor { mut ip, mut op } = *at;
+    let Cursor { mut ip, mut op, .. } = *at;
     let Some(&token) = src.get(ip) else {
         return err(ip, "stream ended before its last literal run");
     };
@@ -132,7 +203,7 @@ fn step<const NATURAL: bool>(
         ip += lit + 2;
         op += lit;
         let len = (token & 15) as usize + 4;
-        if NATURAL && dist >= 16 && dist <= op {
+        if (NATURAL || WIDE) && dist >= 16 && dist <= op {
             // One 16-byte piece reading only final bytes; a third piece for the rare
             // 17- and 18-byte matches. The view ends where the 24 bytes of room do.
             let m = &mut out[op - dist..op + 24];
@@ -142,7 +213,17 @@ fn step<const NATURAL: bool>(
                 super::copy_piece(m, dist, 16);
             }
             op += len;
-            *at = Cursor { ip, op };
+            let long = if NATURAL {
+                at.long
+            } else {
+                at.long + usize::from(len > 8)
+            };
+            *at = Cursor {
+                ip,
+                op,
+                long,
+                ..*at
+            };
             return Ok(false);
         }
         if dist >= 8 && dist <= op {
@@ -151,7 +232,13 @@ fn step<const NATURAL: bool>(
             // view is cut to exactly `dist + 24` bytes, so no piece needs a check.
             copy_pieces8(&mut out[op - dist..][..dist + 24], dist, len);
             op += len;
-            *at = Cursor { ip, op };
+            let near = at.near + usize::from(WIDE);
+            *at = Cursor {
+                ip,
+                op,
+                near,
+                ..*at
+            };
             return Ok(false);
         }
         if dist < 8 && dist != 0 && len <= 8 && op >= 8 {
@@ -165,14 +252,14 @@ fn step<const NATURAL: bool>(
             let word = tail.wrapping_mul(super::REPEAT[dist]);
             m[8..].copy_from_slice(&word.to_le_bytes());
             op += len;
-            *at = Cursor { ip, op };
+            *at = Cursor { ip, op, ..*at };
             return Ok(false);
         }
         if dist == 0 {
             return err(ip - 2, "zero match offset");
         }
         op = copy_any(out, op, dist, len, dict, ip)?;
-        *at = Cursor { ip, op };
+        *at = Cursor { ip, op, ..*at };
         return Ok(false);
     }
     if !NATURAL
@@ -191,7 +278,7 @@ fn step<const NATURAL: bool>(
         ip += lit + 2;
         op += lit;
         op = long_match(src, &mut ip, out, op, dist, dict)?;
-        *at = Cursor { ip, op };
+        *at = Cursor { ip, op, ..*at };
         return Ok(false);
     }
     let mut lit = (token >> 4) as usize;
@@ -229,6 +316,7 @@ fn step<const NATURAL: bool>(
             *at = Cursor {
                 ip: ip + lit + 3,
                 op: o + 19 + e,
+                ..*at
             };
             return Ok(false);
         }
@@ -244,6 +332,7 @@ fn step<const NATURAL: bool>(
             *at = Cursor {
                 ip: ip + lit + 3,
                 op: o + len,
+                ..*at
             };
             return Ok(false);
         }
@@ -272,6 +361,7 @@ fn step<const NATURAL: bool>(
             *at = Cursor {
                 ip: ip + lit + 2,
                 op: o + len,
+                ..*at
             };
             return Ok(false);
         }
@@ -292,7 +382,7 @@ fn step<const NATURAL: bool>(
     ip += lit;
     op += lit;
     if ip == src.len() {
-        *at = Cursor { ip, op };
+        *at = Cursor { ip, op, ..*at };
         return Ok(true);
     }
     let (Some(&d0), Some(&d1)) = (src.get(ip), src.get(ip + 1)) else {
@@ -311,7 +401,7 @@ fn step<const NATURAL: bool>(
         return err(ip, "match overruns the output");
     }
     op = copy_any(out, op, dist, len, dict, ip)?;
-    *at = Cursor { ip, op };
+    *at = Cursor { ip, op, ..*at };
     Ok(false)
 }
 
@@ -411,17 +501,76 @@ mod tests {
     use super::*;
     use crate::chunk::xorshift;
 
-    /// Decodes with both shapes' match copies: the same result, and on success the same
-    /// bytes (the tests below compare them with `lz4_flex`).
+    /// Decodes with each match copy (natural data, byte planes in 8-byte pieces, byte
+    /// planes wide): the same result, and on success the same bytes (the tests below
+    /// compare them with `lz4_flex`).
     fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
         let mut far = vec![0u8; out.len()];
+        let mut wide = vec![0u8; out.len()];
         let natural = decompress_natural_into(src, &mut far, dict);
-        let planes = super::decompress_into(src, out, dict);
-        assert_eq!(planes, natural, "the two shapes disagree");
+        let planes = decode::<false, false>(src, out, dict).map(|_| ());
+        let planes_wide = decode::<false, true>(src, &mut wide, dict).map(|_| ());
+        assert_eq!(planes, natural, "natural and planes decoding disagree");
+        assert_eq!(
+            planes, planes_wide,
+            "planes decoding, narrow and wide, disagree"
+        );
         if planes.is_ok() {
-            assert!(out[..] == far[..], "the two shapes decode different bytes");
+            assert!(
+                out[..] == far[..],
+                "natural and planes decode different bytes"
+            );
+            assert!(
+                out[..] == wide[..],
+                "narrow and wide decode different bytes"
+            );
         }
         planes
+    }
+
+    /// [`WideHint`] turns wide decoding on for streams of 9–16-byte matches from far back
+    /// (within 16 streams, at the next look), keeps it on while they last, and turns it
+    /// off again within 8 streams of 4-byte matches (the counts of earlier streams
+    /// halve with each stream).
+    #[test]
+    fn wide_decoding_follows_the_streams() {
+        let wide_now = || {
+            WIDE_HINT.with(|h| {
+                let h = h.get();
+                h.long * 1024 > h.bytes && h.near * 4 < h.long
+            })
+        };
+        // 64 KiB of 4-byte words from a 4096-word vocabulary, and of 12-byte ones.
+        let words = |width: usize| -> Vec<u8> {
+            let mut s = 0x5EED_u64;
+            let vocab: Vec<u8> = (0..4096 * width).map(|_| xorshift(&mut s) as u8).collect();
+            (0..65536 / width)
+                .flat_map(|_| {
+                    let w = (xorshift(&mut s) % 4096) as usize;
+                    vocab[w * width..(w + 1) * width].to_vec()
+                })
+                .collect()
+        };
+        let (short, long) = (words(4), words(12));
+        let (short_c, long_c) = (
+            lz4_flex::block::compress(&short),
+            lz4_flex::block::compress(&long),
+        );
+        let mut out = vec![0u8; 65536];
+        for _ in 0..16 {
+            super::decompress_into(&short_c, &mut out[..short.len()], &[]).unwrap();
+        }
+        assert!(!wide_now(), "4-byte matches decoded wide");
+        for _ in 0..16 {
+            super::decompress_into(&long_c, &mut out[..long.len()], &[]).unwrap();
+        }
+        assert!(out[..long.len()] == long[..]);
+        assert!(wide_now(), "12-byte matches not decoded wide");
+        for _ in 0..8 {
+            super::decompress_into(&short_c, &mut out[..short.len()], &[]).unwrap();
+        }
+        assert!(out[..short.len()] == short[..]);
+        assert!(!wide_now(), "wide decoding stays on after 4-byte matches");
     }
 
     /// Data with runs, short periods and noise: long overlapping matches at every distance.
