@@ -301,8 +301,8 @@ mod tests {
     /// A random stream of literal runs and matches and the length it decodes to. With
     /// `near`, literal runs are at most 8 bytes, half the matches come from at most 32
     /// bytes back (periods below 8 among them) and their long length codes extend to at
-    /// most 18 bytes, the shapes
-    /// [`copy_short_period`] and the long-match arm of [`literal_then_near_match`] take.
+    /// most 18 bytes: the shapes [`copy_short_period`] and the long-match arm of
+    /// [`literal_then_near_match`] take.
     fn random_stream(s: &mut u64, near: bool) -> (Vec<u8>, usize) {
         use crate::chunk::xorshift;
         let mut stream = Vec::new();

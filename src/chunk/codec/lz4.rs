@@ -12,11 +12,12 @@
 //! The short matches of a sequence are copied one of two ways, picked per chunk by its
 //! [`StreamShape`]. Byte planes (shuffled data) copy 8-byte pieces, as many as the length
 //! needs, unless the thread's recent plane streams had many 9–18-byte matches from far
-//! back (`WideHint`: planes of strings under LZ4HC); those take the natural copy. Natural data (no shuffle) copies one 16-byte piece whenever the match starts at
-//! least 16 bytes back: its matches are 8–16 bytes long at any length in between, so
-//! deciding on the length there mispredicts on about one sequence in four (+25–40 % on
-//! unfiltered strings, `benches/README.md`), while on planes, whose matches are mostly 4–5
-//! bytes, the wider copy measured about 10 % slower. Matches of at most 8 bytes with a
+//! back (`WideHint`: planes of strings under LZ4HC); those take the natural copy. Natural
+//! data (no shuffle) copies one 16-byte piece whenever the match starts at least 16 bytes
+//! back: its matches are 8–16 bytes long at any length in between, so deciding on the
+//! length there mispredicts on about one sequence in four (+25–40 % on unfiltered strings,
+//! `benches/README.md`), while on most planes, whose matches are mostly 4–5 bytes, the
+//! wider copy measured 2–10 % slower. Matches of at most 8 bytes with a
 //! period below 8 store their pattern as one word (`REPEAT`), inline. Long matches of
 //! natural data are decoded after the literal-run length, 19–48 bytes as two or three
 //! fixed 16-byte pieces; those of byte planes go through `long_match`.
@@ -149,9 +150,10 @@ fn decode<const NATURAL: bool, const WIDE: bool>(
     Ok(at)
 }
 
-/// Where a stream's decoding stands: the next input byte and the next output byte; for
-/// byte planes, also how many short-match sequences there were and how many of them had
-/// matches over 8 bytes (for [`WIDE_HINT`]).
+/// Where a stream's decoding stands: the next input byte and the next output byte; when
+/// byte planes are decoded wide, also how many of the common path's matches from 16 or
+/// more back were over 8 bytes (`long`) and how many came from 8–15 back (`near`), for
+/// [`WideHint`].
 #[derive(Debug, Default, Clone, Copy)]
 struct Cursor {
     ip: usize,
