@@ -21,7 +21,8 @@ pub(super) fn unshuffle(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> bool {
         4 => run::<4>(rows, dst, ne, super::has_avx2()),
         8 => run::<8>(rows, dst, ne, super::has_avx2()),
         16 => run::<16>(rows, dst, ne, super::has_avx2()),
-        s if s == 3 || s > 4 => {
+        // (Typesizes are bytes: at most 255 rows, which `any_width_steps` relies on.)
+        s if s == 3 || (s > 4 && s <= 256) => {
             let mut done = 0;
             if super::has_avx2() {
                 // SAFETY: AVX2 support was checked at run time.
@@ -248,6 +249,13 @@ unsafe fn any_width_steps<V: Lanes>(
     // compiler sees every store of a step inside `o` and drops the checks.
     let span = (e - 1) * s + 16 * s.div_ceil(16);
     let (full, rest) = (s / 16, s % 16);
+    // Row pointers, each row's bounds checked once: the steps read its first
+    // `steps.end * e` bytes. (Slices indexed per step cost two compares a row and a step.)
+    let mut ptrs = [std::ptr::null::<u8>(); 256];
+    for (slot, row) in ptrs.iter_mut().zip(rows) {
+        *slot = row[..steps.end * e].as_ptr();
+    }
+    let rows = &ptrs[..s];
     let (part, col) = (&rows[16 * full..], 16 * full);
     for p in steps {
         let o = &mut dst[e * p * s..][..span];
@@ -288,18 +296,19 @@ unsafe fn any_width_steps<V: Lanes>(
 /// `V`'s instruction set (see [`Lanes`]).
 #[inline(always)]
 unsafe fn group<V: Lanes, const R: usize>(
-    rows: &[&[u8]],
+    rows: &[*const u8],
     p: usize,
     o: &mut [u8],
     s: usize,
     col: usize,
 ) {
     let e = V::BYTES;
-    // SAFETY: guaranteed by the caller; the loads are of exactly `e` bytes (checked).
+    // SAFETY: the instruction set is guaranteed by the caller, and each row pointer by
+    // `any_width_steps`: `e` readable bytes at `p * e` for every step `p` it runs.
     let out = unsafe {
         let mut v = [V::zero(); 16];
         for (slot, row) in v.iter_mut().zip(&rows[..R]) {
-            *slot = V::load(&row[p * e..][..e]);
+            *slot = V::load(std::slice::from_raw_parts(row.add(p * e), e));
         }
         interleave::<V, 16>(v)
     };
