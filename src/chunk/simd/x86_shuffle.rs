@@ -190,8 +190,8 @@ pub(super) fn any_width_sse2(rows: &[&[u8]], dst: &mut [u8], ne: usize, from: us
     unsafe { any_width::<__m128i>(rows, dst, ne, from) }
 }
 
-/// Row count 3 and any above 4 other than 8 and 16, `V::BYTES` elements per step from
-/// element `from` (a multiple of it): each group of 16 rows (the last one padded with zero
+/// Row count 3 and any above 4 other than 8 and 16, up to 256, `V::BYTES` elements per
+/// step from element `from` (a multiple of it): each group of 16 rows (the last one padded with zero
 /// registers) goes through the 16-row [`interleave`] and is stored by [`group`]. The last,
 /// partial group goes first: its stores run up to 15 bytes into the next element, whose
 /// own stores come later and overwrite them. Steps run while every store stays inside
