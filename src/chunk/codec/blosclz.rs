@@ -208,11 +208,11 @@ fn copy_short_period(m: &mut [u8], dist: usize, len: usize) {
 }
 
 /// The first 16 bytes of a match with period `dist` (1–7), as two little-endian words,
-/// from `before`, the 8 bytes before the match: its top `dist` bytes repeated over a word
-/// by a multiplication, then that word moved on by one phase.
+/// from `before`, the 8 bytes before the match: [`super::period_word`], then that word
+/// moved on by one phase.
 #[inline(always)]
 fn period_words(before: u64, dist: usize) -> (u64, u64) {
-    let word = (before >> (64 - 8 * dist)).wrapping_mul(super::REPEAT[dist]);
+    let word = super::period_word(before, dist);
     // Byte `i` of the next word is the pattern's byte `(8 + i) % dist`: the word moved down
     // by `r = 8 % dist` bytes, its top `r` bytes taken from `dist - r` lower (where both
     // shifts give a byte, it is the same byte).

@@ -17,10 +17,10 @@
 //! back: its matches are 8–16 bytes long at any length in between, so deciding on the
 //! length there mispredicts on about one sequence in four (+25–40 % on unfiltered strings,
 //! `benches/README.md`), while on most planes, whose matches are mostly 4–5 bytes, the
-//! wider copy measured 2–10 % slower. Matches of at most 8 bytes with a
-//! period below 8 store their pattern as one word (`REPEAT`), inline. Long matches of
-//! natural data are decoded after the literal-run length, 19–48 bytes as two or three
-//! fixed 16-byte pieces; those of byte planes go through `long_match`.
+//! wider copy measured 2–10 % slower. Matches of at most 8 bytes with a period below 8
+//! store their pattern as one word (`period_word`), inline. Long matches of natural data
+//! are decoded after the literal-run length, 19–48 bytes as two or three fixed 16-byte
+//! pieces; those of byte planes go through `long_match`.
 //!
 //! Measure changes here over several code placements (`benches/README.md`, session 18):
 //! the same machine code at another address runs up to 5 % apart.
@@ -70,25 +70,20 @@ fn extra_len(src: &[u8], ip: &mut usize) -> Result<usize, Lz4Error> {
 /// produces more or fewer bytes than `out.len()`.
 pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
     WIDE_HINT.with(|hint| {
-        let WideHint {
-            long,
-            near,
-            bytes,
-            age,
-        } = hint.get();
-        if (long.saturating_mul(1024) > bytes && near.saturating_mul(4) < long) || age >= 15 {
+        let h = hint.get();
+        if h.wide() || h.age >= 15 {
             let at = decode::<false, true>(src, out, dict)?;
             hint.set(WideHint {
-                long: long / 2 + at.long,
-                near: near / 2 + at.near,
-                bytes: bytes / 2 + out.len(),
+                long: h.long / 2 + at.long,
+                near: h.near / 2 + at.near,
+                bytes: h.bytes / 2 + out.len(),
                 age: 0,
             });
         } else {
             decode::<false, false>(src, out, dict)?;
             hint.set(WideHint {
-                age: age + 1,
-                ..hint.get()
+                age: h.age + 1,
+                ..h
             });
         }
         Ok(())
@@ -115,6 +110,14 @@ struct WideHint {
     bytes: usize,
     /// Streams decoded with 8-byte pieces since the last wide one.
     age: u32,
+}
+
+impl WideHint {
+    /// Whether the counts call for wide decoding: over one far 9–18-byte match per KiB,
+    /// and under a quarter as many near ones.
+    fn wide(self) -> bool {
+        self.long.saturating_mul(1024) > self.bytes && self.near.saturating_mul(4) < self.long
+    }
 }
 
 thread_local! {
@@ -209,8 +212,7 @@ fn step<const NATURAL: bool, const WIDE: bool>(
             // One 16-byte piece reading only final bytes; a third piece for the rare
             // 17- and 18-byte matches. The view ends where the 24 bytes of room do.
             let m = &mut out[op - dist..op + 24];
-            let (from, to) = m.split_at_mut(dist);
-            to[..16].copy_from_slice(&from[..16]);
+            copy16(m, dist, 0);
             if len > 16 {
                 super::copy_piece(m, dist, 16);
             }
@@ -250,9 +252,8 @@ fn step<const NATURAL: bool, const WIDE: bool>(
             // Through `copy_any` and its out-of-line `copy_short_period`, such sequences
             // cost unfiltered strings 5 % (`benches/README.md`, session 18).
             let m = &mut out[op - 8..op + 8];
-            let tail = u64::from_le_bytes(m[..8].try_into().expect("8 bytes")) >> (64 - 8 * dist);
-            let word = tail.wrapping_mul(super::REPEAT[dist]);
-            m[8..].copy_from_slice(&word.to_le_bytes());
+            let before = u64::from_le_bytes(m[..8].try_into().expect("8 bytes"));
+            m[8..].copy_from_slice(&super::period_word(before, dist).to_le_bytes());
             op += len;
             *at = Cursor { ip, op, ..*at };
             return Ok(false);
@@ -536,12 +537,7 @@ mod tests {
     /// halve with each stream).
     #[test]
     fn wide_decoding_follows_the_streams() {
-        let wide_now = || {
-            WIDE_HINT.with(|h| {
-                let h = h.get();
-                h.long * 1024 > h.bytes && h.near * 4 < h.long
-            })
-        };
+        let wide_now = || WIDE_HINT.with(|h| h.get().wide());
         // 64 KiB of 4-byte words from a 4096-word vocabulary, and of 12-byte ones.
         let words = |width: usize| -> Vec<u8> {
             let mut s = 0x5EED_u64;

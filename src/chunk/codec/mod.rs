@@ -197,6 +197,13 @@ pub(crate) const REPEAT: [u64; 9] = [
     0x0000_0000_0000_0001,
 ];
 
+/// The 8 bytes after `before` (the 8 bytes ending where a match starts, little-endian)
+/// when the match repeats its last `dist` bytes (1–8): those bytes times [`REPEAT`].
+#[inline(always)]
+pub(crate) fn period_word(before: u64, dist: usize) -> u64 {
+    (before >> (64 - 8 * dist)).wrapping_mul(REPEAT[dist])
+}
+
 /// [`copy_match`] for a period of at most 8 and at most 256 bytes, when the output has 16
 /// bytes of room past the match (`op + len + 16 <= out.len()`), so whole pieces may write
 /// up to 15 bytes past `op + len` (scratch that later sequences overwrite).

@@ -191,11 +191,12 @@ pub(super) fn any_width_sse2(rows: &[&[u8]], dst: &mut [u8], ne: usize, from: us
 }
 
 /// Row count 3 and any above 4 other than 8 and 16, up to 256, `V::BYTES` elements per
-/// step from element `from` (a multiple of it): each group of 16 rows (the last one padded with zero
-/// registers) goes through the 16-row [`interleave`] and is stored by [`group`]. The last,
-/// partial group goes first: its stores run up to 15 bytes into the next element, whose
-/// own stores come later and overwrite them. Steps run while every store stays inside
-/// `dst`; returns the element where they stopped (the caller [`finish`]es the rest).
+/// step from element `from` (a multiple of it): each group of 16 rows (the last one padded
+/// with zero registers) goes through the 16-row [`interleave`] and is stored by [`group`].
+/// The last, partial group goes first: its stores run up to 15 bytes into the next
+/// element, whose own stores come later and overwrite them. Steps run while every store
+/// stays inside `dst`; returns the element where they stopped (the caller [`finish`]es the
+/// rest).
 ///
 /// # Safety
 /// `V`'s instruction set (see [`Lanes`]).
