@@ -1,7 +1,12 @@
 //! Byte unshuffle (`spec/filters.md` §2): `dst[i*s + j] = src[j*ne + i]`, tail copied.
 //!
 //! The kernels read the `s` byte rows (planes) from separate slices, so a chunk decoder can
-//! unshuffle straight from stored planes without first copying them together.
+//! unshuffle straight from stored planes without first copying them together. Without a
+//! SIMD kernel (other CPUs than x86_64, or `DATAFUSION_BLOSC2_SIMD=off`), it goes through
+//! 64-bit words ([`words`]); the byte-by-byte [`unshuffle_rows_reference`] is the oracle of
+//! both.
+
+pub mod words;
 
 /// Undoes the byte shuffle of `src` (group size `s`) into `dst` (same length).
 /// Dispatches to a SIMD kernel when one exists for `s` on this CPU.
@@ -62,45 +67,61 @@ fn split<R: Default>(
     }
 }
 
-/// The portable twin of [`unshuffle_rows`].
+/// The portable twin of [`unshuffle_rows`]: 8 elements at a time in 64-bit words
+/// ([`words`]; typesizes 2, 4, 8 and 16 each their own), the last elements byte by byte
+/// ([`unshuffle_rows_reference`]).
 pub fn unshuffle_rows_portable(rows: &[&[u8]], dst: &mut [u8]) {
-    match rows.len() {
-        0 => {}
+    let done = match rows.len() {
         1 => {
             let n = dst.len();
             dst.copy_from_slice(&rows[0][..n]);
+            return;
         }
-        2 => unshuffle_const::<2>(rows, dst),
-        4 => unshuffle_const::<4>(rows, dst),
-        8 => unshuffle_const::<8>(rows, dst),
-        16 => unshuffle_const::<16>(rows, dst),
-        s => unshuffle_tiled(s, rows, dst),
+        2 => words::unshuffle2(rows, dst),
+        4 => words::unshuffle4(rows, dst),
+        8 => words::unshuffle8(rows, dst),
+        16 => words::unshuffle16(rows, dst),
+        _ => words::unshuffle_any(rows, dst),
+    };
+    unshuffle_from(rows, dst, done);
+}
+
+/// The byte-by-byte unshuffle of separate rows: the oracle the portable words and every
+/// SIMD kernel are tested against, and the path of typesizes that have no faster one.
+pub fn unshuffle_rows_reference(rows: &[&[u8]], dst: &mut [u8]) {
+    unshuffle_from(rows, dst, 0);
+}
+
+/// Elements `from..` of [`unshuffle_rows_reference`] (`from` a multiple of 16 or the
+/// number of elements): tiles of 16 elements, 16 contiguous bytes of each of the `s` rows
+/// written into one contiguous `16 * s`-byte output run, which stays in L1 until it is
+/// complete (row by row over the whole block instead, every output cache line would be
+/// written `s` times, far apart), then the last elements one by one.
+fn unshuffle_from(rows: &[&[u8]], dst: &mut [u8], from: usize) {
+    let s = rows.len();
+    if s == 0 {
+        return;
     }
-}
-
-fn unshuffle_const<const S: usize>(rows: &[&[u8]], dst: &mut [u8]) {
-    unshuffle_tiled(S, rows, dst);
-}
-
-/// Tiles of 16 elements: 16 contiguous bytes of each of the `s` rows, written into one
-/// contiguous `16 * s`-byte output run, which stays in L1 until it is complete. (Row by
-/// row over the whole block instead, every output cache line would be written `s` times,
-/// far apart: a third of C-Blosc2's speed at typesize 12.) Inlined into
-/// [`unshuffle_const`], where `s` is a constant the compiler unrolls.
-#[inline(always)]
-fn unshuffle_tiled(s: usize, rows: &[&[u8]], dst: &mut [u8]) {
     let ne = dst.len() / s;
+    let first = from.div_ceil(16);
     let tiles = ne / 16;
-    for (t, out) in dst.chunks_exact_mut(16 * s).take(tiles).enumerate() {
-        for (j, row) in rows.iter().enumerate().take(s) {
+    let head_end = (first * 16).min(ne);
+    for i in from..head_end {
+        for (j, row) in rows.iter().enumerate() {
+            dst[i * s + j] = row[i];
+        }
+    }
+    for t in first..tiles {
+        let out = &mut dst[t * 16 * s..(t + 1) * 16 * s];
+        for (j, row) in rows.iter().enumerate() {
             let w: &[u8; 16] = row[t * 16..t * 16 + 16].try_into().expect("16 bytes");
             for (i, &b) in w.iter().enumerate() {
                 out[i * s + j] = b;
             }
         }
     }
-    for i in tiles * 16..ne {
-        for (j, row) in rows.iter().enumerate().take(s) {
+    for i in (tiles * 16).max(head_end)..ne {
+        for (j, row) in rows.iter().enumerate() {
             dst[i * s + j] = row[i];
         }
     }
@@ -147,6 +168,26 @@ mod tests {
                         assert_eq!(slow[i * s + j], rows[j][i]);
                     }
                 }
+            }
+        }
+    }
+
+    /// The portable unshuffle (words where there are some) equals the byte loop for every
+    /// typesize and every length around the group and tile sizes.
+    #[test]
+    fn portable_equals_reference() {
+        let mut seed = 43u64;
+        for s in 1..=20usize {
+            for ne in (0..=40).chain([63, 64, 65, 1000]) {
+                let rows: Vec<Vec<u8>> = (0..s)
+                    .map(|j| crate::chunk::random_bytes(&mut seed, ne + j % 2))
+                    .collect();
+                let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+                let mut want = vec![0u8; s * ne];
+                let mut got = vec![1u8; s * ne];
+                unshuffle_rows_reference(&refs, &mut want);
+                unshuffle_rows_portable(&refs, &mut got);
+                assert_eq!(got, want, "s={s} ne={ne}");
             }
         }
     }
