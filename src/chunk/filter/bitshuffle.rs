@@ -1,6 +1,8 @@
 //! Bit unshuffle (`spec/filters.md` §3), with the Blosc1 and Blosc2 rules for blocks whose
 //! element count is not a multiple of 8.
 
+use super::shuffle::words;
+
 /// Transposes an 8×8 bit matrix held in a u64 (byte r, bit c) → (byte c, bit r).
 #[inline]
 pub fn transpose8(mut x: u64) -> u64 {
@@ -53,7 +55,20 @@ fn untranspose(s: usize, m: usize, src: &[u8], dst: &mut [u8], simd: bool) {
             0
         };
         let r: [&[u8]; 8] = std::array::from_fn(|b| &plane[b * rowlen..(b + 1) * rowlen]);
-        for (k, o) in out.chunks_exact_mut(8).enumerate().skip(done) {
+        // 8 row bytes at a time: the 8 rows' words byte-transposed, so that word i holds
+        // row byte k + i of every row (instead of gathering those with 8 byte loads).
+        let first = done.div_ceil(8);
+        let whole = rowlen / 8;
+        for (q, o) in out.chunks_exact_mut(64).enumerate().take(whole).skip(first) {
+            let mut x: [u64; 8] = std::array::from_fn(|b| words::word(r[b], 8 * q));
+            words::transpose_bytes8(&mut x);
+            for (i, w) in x.iter().enumerate() {
+                o[8 * i..8 * i + 8].copy_from_slice(&transpose8(*w).to_le_bytes());
+            }
+        }
+        let rest = (done..rowlen).filter(|k| *k < 8 * first || *k >= 8 * whole.max(first));
+        for k in rest {
+            let o = &mut out[8 * k..8 * k + 8];
             let x = u64::from_le_bytes([
                 r[0][k], r[1][k], r[2][k], r[3][k], r[4][k], r[5][k], r[6][k], r[7][k],
             ]);

@@ -10,7 +10,7 @@
 
 /// The 8 bytes of `row` from `i` as a little-endian word.
 #[inline(always)]
-fn word(row: &[u8], i: usize) -> u64 {
+pub(crate) fn word(row: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(row[i..i + 8].try_into().expect("8 bytes"))
 }
 
@@ -25,7 +25,7 @@ fn swap(x: &mut [u64], a: usize, b: usize, shift: u32, mask: u64) {
 /// Transposes the 8×8 byte matrix whose row `j` is word `j` (byte `i` of a word is column
 /// `i`): afterwards byte `j` of word `i` is what byte `i` of word `j` was.
 #[inline(always)]
-fn transpose8(x: &mut [u64; 8]) {
+pub(crate) fn transpose_bytes8(x: &mut [u64; 8]) {
     for j in 0..4 {
         swap(x, j, j + 4, 32, 0x0000_0000_FFFF_FFFF);
     }
@@ -105,7 +105,7 @@ pub fn unshuffle8(rows: &[&[u8]], dst: &mut [u8]) -> usize {
     let rows = cut::<8>(rows, groups);
     for (g, out) in dst.chunks_exact_mut(64).take(groups).enumerate() {
         let mut x: [u64; 8] = std::array::from_fn(|j| word(rows[j], 8 * g));
-        transpose8(&mut x);
+        transpose_bytes8(&mut x);
         for (i, w) in x.iter().enumerate() {
             out[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
         }
@@ -125,7 +125,7 @@ pub fn unshuffle16(rows: &[&[u8]], dst: &mut [u8]) -> usize {
             for (k, out) in run.chunks_exact_mut(128).enumerate() {
                 let g = 8 * b + k;
                 let mut x: [u64; 8] = std::array::from_fn(|j| word(rows[8 * half + j], 8 * g));
-                transpose8(&mut x);
+                transpose_bytes8(&mut x);
                 for (i, w) in x.iter().enumerate() {
                     let at = 16 * i + 8 * half;
                     out[at..at + 8].copy_from_slice(&w.to_le_bytes());
@@ -182,7 +182,7 @@ fn group(rows: &[&[u8]], out: &mut [u8], g: usize) {
     let mut r = 0;
     while s - r >= 8 {
         let mut x: [u64; 8] = std::array::from_fn(|j| word(rows[r + j], 8 * g));
-        transpose8(&mut x);
+        transpose_bytes8(&mut x);
         for (i, w) in x.iter().enumerate() {
             out[i * s + r..i * s + r + 8].copy_from_slice(&w.to_le_bytes());
         }
@@ -256,11 +256,11 @@ mod tests {
 
     /// The transpose on a matrix whose every byte names its place.
     #[test]
-    fn transpose8_moves_every_byte() {
+    fn transpose_bytes8_moves_every_byte() {
         let mut x: [u64; 8] = std::array::from_fn(|j| {
             u64::from_le_bytes(std::array::from_fn(|i| (16 * j + i) as u8))
         });
-        transpose8(&mut x);
+        transpose_bytes8(&mut x);
         for (i, w) in x.iter().enumerate() {
             for (j, b) in w.to_le_bytes().iter().enumerate() {
                 assert_eq!(*b as usize, 16 * j + i, "word {i} byte {j}");
