@@ -55,15 +55,19 @@ fn untranspose(s: usize, m: usize, src: &[u8], dst: &mut [u8], simd: bool) {
             0
         };
         let r: [&[u8]; 8] = std::array::from_fn(|b| &plane[b * rowlen..(b + 1) * rowlen]);
-        // 8 row bytes at a time: the 8 rows' words byte-transposed, so that word i holds
-        // row byte k + i of every row (instead of gathering those with 8 byte loads).
+        // 8 row bytes at a time, each bit row's 8 as one word: the bits transposed across
+        // the words byte position by byte position (word t then holds bit t of every
+        // element, row by row), then the bytes, so that word p holds the 8 output bytes
+        // of row byte k + p. Before, each output word gathered its 8 row bytes with 8
+        // byte loads and went through `transpose8`: 1.5× the operations.
         let first = done.div_ceil(8);
         let whole = rowlen / 8;
         for (q, o) in out.chunks_exact_mut(64).enumerate().take(whole).skip(first) {
             let mut x: [u64; 8] = std::array::from_fn(|b| words::word(r[b], 8 * q));
+            words::transpose_bits8(&mut x);
             words::transpose_bytes8(&mut x);
-            for (i, w) in x.iter().enumerate() {
-                o[8 * i..8 * i + 8].copy_from_slice(&transpose8(*w).to_le_bytes());
+            for (p, w) in x.iter().enumerate() {
+                o[8 * p..8 * p + 8].copy_from_slice(&w.to_le_bytes());
             }
         }
         let rest = (done..rowlen).filter(|k| *k < 8 * first || *k >= 8 * whole.max(first));

@@ -37,6 +37,22 @@ pub(crate) fn transpose_bytes8(x: &mut [u64; 8]) {
     }
 }
 
+/// For each byte position on its own, transposes the 8×8 bit matrix whose row `j` is that
+/// byte of word `j`: afterwards bit `b` of byte `p` of word `t` is what bit `t` of byte `p`
+/// of word `b` was. (The bit unshuffle's plane pass: this, then [`transpose_bytes8`].)
+#[inline(always)]
+pub(crate) fn transpose_bits8(x: &mut [u64; 8]) {
+    for j in 0..4 {
+        swap(x, j, j + 4, 4, 0x0F0F_0F0F_0F0F_0F0F);
+    }
+    for j in [0, 1, 4, 5] {
+        swap(x, j, j + 2, 2, 0x3333_3333_3333_3333);
+    }
+    for j in [0, 2, 4, 6] {
+        swap(x, j, j + 1, 1, 0x5555_5555_5555_5555);
+    }
+}
+
 /// The rows cut to the `groups * 8` bytes the words read (one check per row, not one per
 /// word).
 #[inline(always)]
