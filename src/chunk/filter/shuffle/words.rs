@@ -1,12 +1,16 @@
-//! The portable byte unshuffle in 64-bit words: 8 elements at a time, each row's 8 bytes of them read as one little-endian word, the byte matrix
-//! transposed with masked shifts and swaps (the 8×8 byte case of the block transpose in
-//! Warren's *Hacker's Delight*, §7-3), and the elements written as whole words.
+//! The portable byte unshuffle in 64-bit words: 8 elements at a time, each row's 8 bytes
+//! of them read as one little-endian word, the byte matrix transposed with masked shifts
+//! and swaps (the 8×8 case of the block transpose in Warren's *Hacker's Delight*, §7-3),
+//! and the elements written as whole words. The bit unshuffle's portable plane pass uses
+//! the same swaps one level down ([`transpose_bits8`]).
 //!
 //! Safe code that runs on every CPU: the path of CPUs without a SIMD kernel (aarch64 among
-//! them) and of `DATAFUSION_BLOSC2_SIMD=off`. About 2–4× the byte loop of
-//! [`unshuffle_rows_reference`](super::unshuffle_rows_reference), which the tests compare
-//! it with (`benches/README.md`, session 20). Each function returns how many elements it
-//! did (a multiple of 8); the caller finishes the rest.
+//! them, where LLVM turns the swaps into NEON operations on two words at a time) and of
+//! `DATAFUSION_BLOSC2_SIMD=off`. 1.3–3.3× the byte loop of
+//! [`unshuffle_rows_reference`](super::unshuffle_rows_reference) on whole shuffled chunks,
+//! measured on x86_64 with SIMD off (`benches/README.md`, session 20); the tests compare
+//! the two. Each function returns how many elements it did (a multiple of 8); the caller
+//! finishes the rest.
 
 /// The 8 bytes of `row` from `i` as a little-endian word.
 #[inline(always)]
