@@ -2,7 +2,7 @@
 //! of them read as one little-endian word, the byte matrix transposed with masked shifts
 //! and swaps (the 8×8 case of the block transpose in Warren's *Hacker's Delight*, §7-3),
 //! and the elements written as whole words. The bit unshuffle's portable plane pass uses
-//! the same swaps one level down ([`transpose_bits8`]).
+//! the same swaps one level down (`transpose_bits8`).
 //!
 //! Safe code that runs on every CPU: the path of CPUs without a SIMD kernel (aarch64 among
 //! them, where LLVM turns the swaps into NEON operations on two words at a time) and of
