@@ -147,6 +147,13 @@ pub fn shuffle(s: usize, src: &[u8], dst: &mut [u8]) {
 mod tests {
     use super::*;
 
+    /// `s` random rows of `ne` bytes, some 1 or 2 longer (as a chunk decoder passes them).
+    pub(super) fn random_rows(seed: &mut u64, s: usize, ne: usize) -> Vec<Vec<u8>> {
+        (0..s)
+            .map(|j| crate::chunk::random_bytes(seed, ne + j % 3))
+            .collect()
+    }
+
     /// Rows in separate buffers (some longer than needed), as a chunk decoder passes
     /// them: the dispatched kernel equals the portable one.
     #[test]
@@ -154,9 +161,7 @@ mod tests {
         let mut seed = 41u64;
         for s in [2usize, 3, 4, 8, 16, 17] {
             for ne in [0usize, 1, 15, 16, 31, 32, 33, 100, 1000] {
-                let rows: Vec<Vec<u8>> = (0..s)
-                    .map(|j| crate::chunk::random_bytes(&mut seed, ne + j % 3))
-                    .collect();
+                let rows = random_rows(&mut seed, s, ne);
                 let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
                 let mut fast = vec![0u8; s * ne];
                 let mut slow = vec![1u8; s * ne];
@@ -179,9 +184,7 @@ mod tests {
         let mut seed = 43u64;
         for s in 1..=20usize {
             for ne in (0..=40).chain([63, 64, 65, 1000]) {
-                let rows: Vec<Vec<u8>> = (0..s)
-                    .map(|j| crate::chunk::random_bytes(&mut seed, ne + j % 2))
-                    .collect();
+                let rows = random_rows(&mut seed, s, ne);
                 let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
                 let mut want = vec![0u8; s * ne];
                 let mut got = vec![1u8; s * ne];
