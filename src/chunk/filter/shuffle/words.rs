@@ -149,16 +149,17 @@ pub fn unshuffle8(rows: &[&[u8]], dst: &mut [u8]) -> usize {
 }
 
 /// Typesize 16: rows 0–7 and rows 8–15 transposed apart, each into its half of the
-/// elements. Each half does 64 elements before the other starts, so that 8 rows are read
-/// at a time: 16 rows of a 256 KiB block lie 16 KiB apart, all in one set of an 8-way
-/// L1 cache, and reading all 16 for each 8 elements ran about 15 % slower.
+/// elements, 512 elements (8 KiB of output, which stays in L1) with rows 0–7 before rows
+/// 8–15. The 16 rows of a 256 KiB block lie 16 KiB apart, all in one set of an 8-way L1
+/// cache: reading all 16 for each 8 elements ran at 7.9–9.9 GB/s, 64 elements a half at
+/// 10.5, 512 at 15.3 (`benches/README.md`, session 20).
 pub fn unshuffle16(rows: &[&[u8]], dst: &mut [u8]) -> usize {
     let groups = dst.len() / 16 / 8;
     let rows = cut::<16>(rows, groups);
-    for (b, run) in dst[..groups * 128].chunks_mut(1024).enumerate() {
+    for (b, run) in dst[..groups * 128].chunks_mut(8192).enumerate() {
         for half in 0..2 {
             for (k, out) in run.chunks_exact_mut(128).enumerate() {
-                let g = 8 * b + k;
+                let g = 64 * b + k;
                 let mut x: [u64; 8] = std::array::from_fn(|j| word(rows[8 * half + j], 8 * g));
                 transpose_bytes8(&mut x);
                 for (i, w) in x.iter().enumerate() {
