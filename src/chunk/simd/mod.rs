@@ -159,7 +159,9 @@ mod tests {
         let mut seed = 0x0123_4567_89AB_CDEFu64;
         let has_avx2 = std::is_x86_feature_detected!("avx2");
         for s in 2..=40usize {
-            for ne in [0usize, 1, 16, 31, 32, 33, 47, 63, 64, 65, 96, 100, 1000] {
+            for ne in [
+                0usize, 1, 16, 31, 32, 33, 47, 63, 64, 65, 96, 100, 511, 512, 1000, 1100,
+            ] {
                 let planes: Vec<Vec<u8>> = (0..s)
                     .map(|_| crate::chunk::random_bytes(&mut seed, ne))
                     .collect();
