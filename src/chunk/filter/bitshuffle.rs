@@ -70,7 +70,9 @@ fn untranspose(s: usize, m: usize, src: &[u8], dst: &mut [u8], simd: bool) {
                 o[8 * p..8 * p + 8].copy_from_slice(&w.to_le_bytes());
             }
         }
-        let rest = (done..rowlen).filter(|k| *k < 8 * first || *k >= 8 * whole.max(first));
+        // The row bytes the words left: those before the first whole word after `done`,
+        // and those after the last whole word.
+        let rest = (done..(8 * first).min(rowlen)).chain(8 * whole.max(first)..rowlen);
         for k in rest {
             let o = &mut out[8 * k..8 * k + 8];
             let x = u64::from_le_bytes([

@@ -106,11 +106,14 @@ fn unshuffle_from(rows: &[&[u8]], dst: &mut [u8], from: usize) {
     let first = from.div_ceil(16);
     let tiles = ne / 16;
     let head_end = (first * 16).min(ne);
-    for i in from..head_end {
-        for (j, row) in rows.iter().enumerate() {
-            dst[i * s + j] = row[i];
+    let one_by_one = |dst: &mut [u8], elements: std::ops::Range<usize>| {
+        for i in elements {
+            for (j, row) in rows.iter().enumerate() {
+                dst[i * s + j] = row[i];
+            }
         }
-    }
+    };
+    one_by_one(dst, from..head_end);
     for t in first..tiles {
         let out = &mut dst[t * 16 * s..(t + 1) * 16 * s];
         for (j, row) in rows.iter().enumerate() {
@@ -120,11 +123,7 @@ fn unshuffle_from(rows: &[&[u8]], dst: &mut [u8], from: usize) {
             }
         }
     }
-    for i in (tiles * 16).max(head_end)..ne {
-        for (j, row) in rows.iter().enumerate() {
-            dst[i * s + j] = row[i];
-        }
-    }
+    one_by_one(dst, (tiles * 16).max(head_end)..ne);
 }
 
 /// Forward byte shuffle (writer side), used by tests and benches to make inputs.

@@ -193,10 +193,7 @@ pub fn unshuffle_any(rows: &[&[u8]], dst: &mut [u8]) -> usize {
         s => {
             let groups = dst.len() / s / 8;
             let rows: Vec<&[u8]> = rows.iter().map(|r| &r[..groups * 8]).collect();
-            for (g, out) in dst[..groups * 8 * s].chunks_exact_mut(8 * s).enumerate() {
-                group(&rows, out, g);
-            }
-            groups * 8
+            groups_into(&rows, dst, groups)
         }
     }
 }
@@ -204,9 +201,16 @@ pub fn unshuffle_any(rows: &[&[u8]], dst: &mut [u8]) -> usize {
 /// [`unshuffle_any`] for a typesize known when compiling.
 fn bands<const S: usize>(rows: &[&[u8]], dst: &mut [u8]) -> usize {
     let groups = dst.len() / S / 8;
-    let rows = cut::<S>(rows, groups);
-    for (g, out) in dst[..groups * 8 * S].chunks_exact_mut(8 * S).enumerate() {
-        group(&rows, out, g);
+    groups_into(&cut::<S>(rows, groups), dst, groups)
+}
+
+/// The first `groups` groups of 8 elements by [`group`], from rows cut to them; returns
+/// the elements done.
+#[inline(always)]
+fn groups_into(rows: &[&[u8]], dst: &mut [u8], groups: usize) -> usize {
+    let s = rows.len();
+    for (g, out) in dst[..groups * 8 * s].chunks_exact_mut(8 * s).enumerate() {
+        group(rows, out, g);
     }
     groups * 8
 }
