@@ -27,6 +27,7 @@
 
 #[cfg(doc)]
 use super::StreamShape;
+use super::{copy_run16, copy16};
 use std::cell::Cell;
 
 /// Why an LZ4 stream is invalid.
@@ -406,24 +407,6 @@ fn step<const NATURAL: bool, const WIDE: bool>(
     op = copy_any(out, op, dist, len, dict, ip)?;
     *at = Cursor { ip, op, ..*at };
     Ok(false)
-}
-
-/// Copies the 16 bytes at `k` of `m` to `k + dist`.
-#[inline(always)]
-fn copy16(m: &mut [u8], dist: usize, k: usize) {
-    let w: [u8; 16] = m[k..k + 16].try_into().expect("16 bytes");
-    m[dist + k..dist + k + 16].copy_from_slice(&w);
-}
-
-/// A match of `len` bytes from `dist >= 16` back in 16-byte pieces, each reading only
-/// final bytes; `m` starts at the match's source and holds `dist + len + 16` bytes.
-#[inline(always)]
-fn copy_run16(m: &mut [u8], dist: usize, len: usize) {
-    let mut k = 0;
-    while k < len {
-        copy16(m, dist, k);
-        k += 16;
-    }
 }
 
 /// A match of at most 18 bytes from `dist >= 8` back in as many 8-byte pieces as it needs,
