@@ -7,7 +7,7 @@
 //! value, bit count and extra-bit position (`table.rs`), from a 64-bit buffer refilled by
 //! one unaligned load; it looks the next entry up before refilling, decodes up to three
 //! literals per refill, writes them straight into the output, and copies matches in fixed
-//! 8- or 16-byte pieces (runs of one byte by `fill`). 1.0–1.19× zlib-rs's inflate on
+//! 8- or 16-byte pieces (runs of one byte by `fill`). 0.98–1.19× zlib-rs's inflate on
 //! the decode bench's zlib streams (`benches/README.md`, session 21). zlib-rs (through
 //! `flate2`) stays the oracle the tests compare against. Safe code only.
 //!
