@@ -131,13 +131,19 @@ impl Bits<'_> {
         self.n = n | 56;
     }
 
-    /// Tops the buffer up to at least 56 bits, byte by byte, zeros past the end.
+    /// Tops the buffer up to at least 56 bits: one load where 8 bytes remain, else
+    /// [`Bits::refill_bytes`].
     #[inline(always)]
     fn refill(&mut self) {
         if self.has(0) {
             self.refill_fast();
-            return;
+        } else {
+            self.refill_bytes();
         }
+    }
+
+    /// Tops the buffer up to at least 56 bits byte by byte, zeros past the end.
+    fn refill_bytes(&mut self) {
         self.n = self.left();
         while self.n < 56 {
             let b = self.src.get(self.pos).copied().unwrap_or(0);

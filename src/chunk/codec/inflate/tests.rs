@@ -177,6 +177,7 @@ fn bit_reader_refills_agree() {
         buf: 0,
         n: 0,
     };
+    // Byte by byte only.
     let mut slow = Bits {
         src: &src[..],
         pos: 0,
@@ -190,14 +191,7 @@ fn bit_reader_refills_agree() {
         } else {
             fast.refill();
         }
-        // The slow reader: byte by byte only.
-        slow.n = slow.left();
-        while slow.n < 56 {
-            let b = slow.src.get(slow.pos).copied().unwrap_or(0);
-            slow.buf |= u64::from(b) << slow.n;
-            slow.pos += 1;
-            slow.n += 8;
-        }
+        slow.refill_bytes();
         assert_eq!(fast.take(k), slow.take(k), "after {taken} bits");
         taken += k as usize;
         assert_eq!(
