@@ -243,12 +243,10 @@ pub(crate) fn copy_short_period(out: &mut [u8], op: usize, dist: usize, len: usi
         let mut p16 = [0u8; 16];
         p16[..8].copy_from_slice(&word);
         p16[8..].copy_from_slice(&word);
-        // Whole pieces over `len` rounded up to 16, within the 16 bytes of room. (Opaque
-        // to the optimizer, the pattern stays one 16-byte register: seen as a repeated
-        // word, it was stored 8 bytes at a time, at half the speed.)
-        let p16 = std::hint::black_box(p16);
-        for piece in out[op..op + len.next_multiple_of(16)].chunks_exact_mut(16) {
-            piece.copy_from_slice(&p16);
+        let mut k = 0;
+        while k < len {
+            out[op + k..op + k + 16].copy_from_slice(&p16);
+            k += 16;
         }
         return;
     }
