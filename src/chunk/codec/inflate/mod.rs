@@ -287,8 +287,14 @@ fn dynamic_tables(
     }
     bits.check()?;
     let mut ctable = [0u32; 1 << CODELEN_BITS];
-    table::build::<CODELEN_BITS>(&mut ctable, &clens, &CODELEN_INFO, false)
-        .map_err(|e| table_error(bits, e, "code-length"))?;
+    table::build::<CODELEN_BITS>(&mut ctable, &clens, &CODELEN_INFO, false).map_err(|e| {
+        table_error(
+            bits,
+            e,
+            "over-subscribed code-length code",
+            "incomplete code-length code",
+        )
+    })?;
     let mut lens = [0u8; 286 + 30];
     let total = nlit + ndist;
     let mut i = 0;
@@ -321,24 +327,38 @@ fn dynamic_tables(
     if lens[256] == 0 {
         return err(bits.offset(), "code has no end-of-block symbol");
     }
-    table::build::<LITLEN_BITS>(litlen, &lens[..nlit], &LITLEN_INFO, true)
-        .map_err(|e| table_error(bits, e, "literal/length"))?;
-    table::build::<DIST_BITS>(dist, &lens[nlit..total], &DIST_INFO, true)
-        .map_err(|e| table_error(bits, e, "distance"))
+    table::build::<LITLEN_BITS>(litlen, &lens[..nlit], &LITLEN_INFO, true).map_err(|e| {
+        table_error(
+            bits,
+            e,
+            "over-subscribed literal/length code",
+            "incomplete literal/length code",
+        )
+    })?;
+    table::build::<DIST_BITS>(dist, &lens[nlit..total], &DIST_INFO, true).map_err(|e| {
+        table_error(
+            bits,
+            e,
+            "over-subscribed distance code",
+            "incomplete distance code",
+        )
+    })
 }
 
-fn table_error(bits: &Bits, e: TableError, which: &'static str) -> InflateError {
-    let why = match (e, which) {
-        (TableError::Oversubscribed, "code-length") => "over-subscribed code-length code",
-        (TableError::Oversubscribed, "literal/length") => "over-subscribed literal/length code",
-        (TableError::Oversubscribed, _) => "over-subscribed distance code",
-        (TableError::Incomplete, "code-length") => "incomplete code-length code",
-        (TableError::Incomplete, "literal/length") => "incomplete literal/length code",
-        (TableError::Incomplete, _) => "incomplete distance code",
-    };
+/// The error for a code whose lengths make no usable table, with the message for each
+/// way they can fail.
+fn table_error(
+    bits: &Bits,
+    e: TableError,
+    oversubscribed: &'static str,
+    incomplete: &'static str,
+) -> InflateError {
     InflateError {
         at: bits.offset(),
-        why,
+        why: match e {
+            TableError::Oversubscribed => oversubscribed,
+            TableError::Incomplete => incomplete,
+        },
     }
 }
 
