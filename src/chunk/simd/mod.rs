@@ -31,7 +31,10 @@ pub fn active_kernels() -> &'static str {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if has_avx2() {
+        if has_avx512_vnni() {
+            "x86_64 avx512 vnni (Adler-32) + avx2 + sse2 (unshuffle: every typesize but 1; bit \
+             untranspose; sums)"
+        } else if has_avx2() {
             "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose; sums)"
         } else {
             "x86_64 sse2 (unshuffle: every typesize but 1; bit untranspose)"
@@ -93,6 +96,32 @@ pub fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usi
     }
 }
 
+/// Adler-32 of `data` continuing from `start` with a SIMD kernel when this CPU has one
+/// (AVX-512 VNNI); `None` means "use the portable one" (`zlib_rs::adler32::adler32`,
+/// whose own AVX2 loop is the path of every other x86_64 CPU).
+pub fn adler32(start: u32, data: &[u8]) -> Option<u32> {
+    #[cfg(target_arch = "x86_64")]
+    if enabled() && has_avx512_vnni() {
+        // SAFETY: AVX-512F, BW and VNNI support was checked at run time.
+        return Some(unsafe { x86_adler::adler32_vnni(start, data) });
+    }
+    let _ = (start, data);
+    None
+}
+
+/// True when the CPU has AVX-512F, BW and VNNI (checked once) and SIMD is not limited to
+/// SSE2 (`DATAFUSION_BLOSC2_SIMD=sse2`).
+#[cfg(target_arch = "x86_64")]
+fn has_avx512_vnni() -> bool {
+    static VNNI: OnceLock<bool> = OnceLock::new();
+    *VNNI.get_or_init(|| {
+        has_avx2()
+            && std::is_x86_feature_detected!("avx512f")
+            && std::is_x86_feature_detected!("avx512bw")
+            && std::is_x86_feature_detected!("avx512vnni")
+    })
+}
+
 /// True when the CPU has AVX2 (checked once) and SIMD is on.
 #[cfg(target_arch = "x86_64")]
 fn has_avx2() -> bool {
@@ -108,6 +137,8 @@ fn has_avx2() -> bool {
 
 pub mod reduce;
 #[cfg(target_arch = "x86_64")]
+mod x86_adler;
+#[cfg(target_arch = "x86_64")]
 mod x86_bits;
 #[cfg(target_arch = "x86_64")]
 mod x86_lanes;
@@ -117,6 +148,56 @@ mod x86_shuffle;
 #[cfg(test)]
 mod tests {
     use crate::chunk::filter::shuffle::{shuffle, unshuffle_portable};
+
+    /// The Adler-32 kernel, where this CPU has it, against the definition read byte by
+    /// byte and against zlib-rs's (the portable path), from several starting sums, over
+    /// lengths around its 64-byte steps, its rounds of four and its runs between
+    /// reductions, on random bytes and on bytes of 255 (the largest sums, for the bounds
+    /// of its accumulators). Without the kernel, the dispatcher must decline.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn adler32_kernel_equals_definition() {
+        use super::x86_adler::{RUN, adler32_vnni};
+        fn definition(start: u32, data: &[u8]) -> u32 {
+            let (mut a, mut b) = (start & 0xffff, start >> 16);
+            for &x in data {
+                a = (a + u32::from(x)) % 65521;
+                b = (b + a) % 65521;
+            }
+            (b << 16) | a
+        }
+        if !super::has_avx512_vnni() {
+            assert_eq!(super::adler32(1, &[1, 2, 3]), None);
+            return;
+        }
+        let mut seed = 0x5EED_AD1E_0032_0001u64;
+        let random = crate::chunk::random_bytes(&mut seed, 2 * RUN + 300);
+        let ones = vec![255u8; 2 * RUN + 300];
+        let mut lens: Vec<usize> = (0..=300).collect();
+        lens.extend([
+            1000,
+            4095,
+            4096,
+            4097,
+            65_553,
+            RUN - 1,
+            RUN,
+            RUN + 1,
+            RUN + 64,
+        ]);
+        lens.extend([2 * RUN - 5, 2 * RUN + 63, 2 * RUN + 300]);
+        for start in [1u32, 0, (65520 << 16) | 65520, (12345 << 16) | 54321] {
+            for &len in &lens {
+                for data in [&random[..len], &ones[..len]] {
+                    let want = definition(start, data);
+                    // SAFETY: the CPU's AVX-512F, BW and VNNI support was checked above.
+                    let got = unsafe { adler32_vnni(start, data) };
+                    assert_eq!(got, want, "start={start:#x} len={len}");
+                    assert_eq!(zlib_rs::adler32::adler32(start, data), want);
+                }
+            }
+        }
+    }
 
     /// Each x86 bit-untranspose kernel on its own (the dispatcher picks one per CPU),
     /// against the scalar 8×8 transpose, for row lengths around the vector widths.
