@@ -7,8 +7,9 @@
 //! SSE2 kernels). Returning `false` means "no kernel here, use the portable one". This
 //! file dispatches; `x86_shuffle` holds the byte-unshuffle kernels (SSE2 and AVX2, one
 //! unpack network generic over the register type), `x86_bits` the bit unshuffle's plane
-//! transpose, `x86_lanes` the register trait both are written against, and `reduce` the
-//! sums.
+//! transpose, `x86_lanes` the register trait both are written against, `x86_adler` the
+//! Adler-32 of zlib streams (AVX-512 VNNI; its portable twin is zlib-rs's), and `reduce`
+//! the sums.
 
 #![allow(unsafe_code)]
 

@@ -11,7 +11,8 @@
 //! the decode bench's zlib streams (`benches/README.md`, session 21). zlib-rs (through
 //! `flate2`) stays the oracle the tests compare against. Safe code only.
 //!
-//! The Adler-32 check of the output is `zlib-rs`'s (vectorized, chosen at run time).
+//! The Adler-32 check of the output runs our AVX-512 VNNI kernel where the CPU has one
+//! (`chunk::simd`), else `zlib-rs`'s (AVX2 where it can, chosen at run time).
 
 mod table;
 #[cfg(test)]
