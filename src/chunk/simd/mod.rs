@@ -236,11 +236,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn x86_unshuffle_kernels_equal_portable() {
-        use super::x86_shuffle::{any_width_avx2, any_width_sse2, finish, run};
+        use super::x86_shuffle::{any_width_avx2, any_width_sse2, finish, groups16_avx2, run};
         use crate::chunk::filter::shuffle::unshuffle_rows_portable;
         let mut seed = 0x0123_4567_89AB_CDEFu64;
         let has_avx2 = std::is_x86_feature_detected!("avx2");
-        for s in 2..=40usize {
+        for s in (2..=40usize).chain([48, 64, 80, 128, 240]) {
             for ne in [
                 0usize, 1, 16, 31, 32, 33, 47, 63, 64, 65, 96, 100, 511, 512, 1000, 1100,
             ] {
@@ -257,6 +257,13 @@ mod tests {
                         4 => run::<4>(&rows, &mut got, ne, avx2),
                         8 => run::<8>(&rows, &mut got, ne, avx2),
                         16 => run::<16>(&rows, &mut got, ne, avx2),
+                        _ if avx2 && s % 16 == 0 => {
+                            // SAFETY: AVX2 support was checked above.
+                            let done = unsafe { groups16_avx2(&rows, &mut got, ne) };
+                            assert_eq!(done, ne / 32 * 32, "s={s} ne={ne}");
+                            let done = any_width_sse2(&rows, &mut got, ne, done);
+                            finish(&rows, &mut got, done, ne);
+                        }
                         _ => {
                             let mut done = 0;
                             if avx2 {
@@ -273,6 +280,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Rows a multiple of 4 KiB apart, as the planes of a block whose size is a power of
+    /// two lie: they collide in the L1 cache, so typesizes 32 and 48 take the two-pass
+    /// kernel; through the dispatcher, every typesize that is a multiple of 16 from 32 on
+    /// equals the portable unshuffle. Rows that repeat (the shared zero row) count once.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn colliding_rows_unshuffle_like_portable() {
+        use crate::chunk::filter::shuffle::{unshuffle_rows, unshuffle_rows_portable};
+        let mut seed = 0xC011_1DE5_0000_4096u64;
+        for s in [32usize, 48, 64, 128] {
+            for ne in [4096usize, 4096 + 40] {
+                let stride = ne.div_ceil(4096) * 4096;
+                let buf = crate::chunk::random_bytes(&mut seed, stride * s + 4096);
+                let base = buf.as_ptr().align_offset(4096);
+                let rows: Vec<&[u8]> = (0..s)
+                    .map(|j| &buf[base + j * stride..base + j * stride + ne])
+                    .collect();
+                assert!(super::x86_shuffle::rows_collide(&rows), "s={s}");
+                let mut want = vec![0u8; ne * s];
+                unshuffle_rows_portable(&rows, &mut want);
+                let mut got = vec![0u8; ne * s];
+                unshuffle_rows(&rows, &mut got);
+                assert_eq!(got, want, "s={s} ne={ne}");
+            }
+        }
+        let zero = [0u8; 64];
+        let same: Vec<&[u8]> = vec![&zero[..]; 32];
+        assert!(!super::x86_shuffle::rows_collide(&same));
     }
 
     /// Property check over random (typesize, length, contents): every dispatched kernel

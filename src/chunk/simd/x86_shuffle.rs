@@ -6,7 +6,9 @@
 //! network generic over [`Lanes`]. Typesizes 2, 4, 8 and 16 fill whole registers
 //! ([`tiles`], [`tiles_avx2`]; with AVX2, typesize 16 in two passes of 8 rows,
 //! [`tiles16_avx2`]); typesize 3 and every one above 4 other than 8 and 16 go in groups of
-//! 16 planes ([`any_width`]).
+//! 16 planes ([`any_width`]), or, for multiples of 16 whose rows would evict each other
+//! from the L1 cache and for 64 and more, in two passes of 8 planes per group
+//! ([`groups16_avx2`]).
 
 use super::x86_lanes::Lanes;
 use std::arch::x86_64::*;
@@ -25,7 +27,10 @@ pub(super) fn unshuffle(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> bool {
         // (Typesizes are bytes: at most 255 rows, which `any_width_steps` relies on.)
         s if s == 3 || (s > 4 && s <= 256) => {
             let mut done = 0;
-            if super::has_avx2() {
+            if super::has_avx2() && s % 16 == 0 && s >= 32 && (s >= 64 || rows_collide(rows)) {
+                // SAFETY: AVX2 support was checked at run time.
+                done = unsafe { groups16_avx2(rows, dst, ne) };
+            } else if super::has_avx2() {
                 // SAFETY: AVX2 support was checked at run time.
                 done = unsafe { any_width_avx2(rows, dst, ne) };
             }
@@ -35,6 +40,22 @@ pub(super) fn unshuffle(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> bool {
         _ => return false,
     }
     true
+}
+
+/// Whether more than 8 of `rows` (the 8 ways of an L1 set) start in the same set of a
+/// 64-set L1 data cache, counting a row that starts where the one before it does (the
+/// shared zero row of zero-run streams) once.
+pub(super) fn rows_collide(rows: &[&[u8]]) -> bool {
+    let mut sets = [0u16; 64];
+    let mut prev = None;
+    for row in rows {
+        let at = row.as_ptr() as usize;
+        if prev != Some(at) {
+            sets[(at >> 6) & 63] += 1;
+        }
+        prev = Some(at);
+    }
+    sets.iter().any(|&n| n > 8)
 }
 
 /// Turns S registers (register j = byte j of 16 elements, per 128-bit lane) into S
@@ -204,6 +225,74 @@ unsafe fn tiles16_avx2(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> usize {
         p0 += n;
     }
     pairs * 2
+}
+
+/// Typesizes that are multiples of 16 from 32 on, with AVX2: [`tiles16_avx2`]'s two
+/// passes of 8 rows per group of 16 rows, over runs of about 16 KiB of output, each group
+/// landing as 16-byte pieces at its place in every element; returns the elements done (a
+/// multiple of 32). For rows that would evict each other from the L1 cache
+/// ([`rows_collide`]; a block whose size is a power of two puts its rows a multiple of
+/// 4 KiB apart, all in one set) and for typesizes of 64 or more: [`any_width`] reads 16
+/// rows per step, and on 256 KiB blocks ran typesizes 32 and 64 at 8 GB/s, this at 21–25
+/// (`benches/README.md`, session 22). With rows apart, typesize 32 and 48 run faster
+/// through [`any_width`] (32 GB/s against 18).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn groups16_avx2(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> usize {
+    let s = rows.len();
+    assert!(s.is_multiple_of(16) && s <= 256);
+    const RUN: usize = 16;
+    let pairs = ne / 32;
+    let mut ptrs = [std::ptr::null::<u8>(); 256];
+    for (slot, row) in ptrs.iter_mut().zip(rows) {
+        *slot = row[..pairs * 32].as_ptr();
+    }
+    let dst = dst[..pairs * 32 * s].as_mut_ptr();
+    let run = (RUN * 32 / s).clamp(2, RUN);
+    // SAFETY: AVX2 (this function); a register op.
+    let mut stage = [[unsafe { __m256i::zero() }; 8]; RUN];
+    let mut p0 = 0;
+    while p0 < pairs {
+        let n = run.min(pairs - p0);
+        for h in 0..s / 16 {
+            let rows = &ptrs[16 * h..16 * h + 16];
+            for (q, slot) in stage.iter_mut().enumerate().take(n) {
+                // SAFETY (loads and network): AVX2 (this function); each row holds
+                // `pairs * 32` bytes (sliced above) and `(p0 + q) * 32 + 32 <= pairs * 32`.
+                *slot = unsafe {
+                    let v: [__m256i; 8] = std::array::from_fn(|j| {
+                        _mm256_loadu_si256(rows[j].add((p0 + q) * 32).cast())
+                    });
+                    interleave::<__m256i, 8>(v)
+                };
+            }
+            for (q, a) in stage.iter().enumerate().take(n) {
+                let p = p0 + q;
+                // SAFETY: the loads and the network as above, for rows 8–15 of the
+                // group; each 16-byte store (unaligned) ends at most at
+                // `e * s + 16h + 16 <= (e + 1) * s <= pairs * 32 * s` bytes into `dst`
+                // (sliced above), as `16h + 16 <= s` and `e < 32p + 32 <= pairs * 32`.
+                unsafe {
+                    let v: [__m256i; 8] =
+                        std::array::from_fn(|j| _mm256_loadu_si256(rows[8 + j].add(p * 32).cast()));
+                    let b = interleave::<__m256i, 8>(v);
+                    let halves: [__m256i; 16] =
+                        std::array::from_fn(|k| if k < 8 { a[k] } else { b[k - 8] });
+                    let out = interleave_round::<__m256i, 16, 8>(halves);
+                    for (k, reg) in out.iter().enumerate() {
+                        for l in 0..2 {
+                            let e = 32 * p + 16 * l + k;
+                            _mm_storeu_si128(dst.add(e * s + 16 * h).cast(), reg.lane(l));
+                        }
+                    }
+                }
+            }
+        }
+        p0 += n;
+    }
+    pairs * 32
 }
 
 /// Full tiles of 16 elements from tile `first` on with SSE2, the rest with scalar code.
