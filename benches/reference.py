@@ -35,13 +35,15 @@ def datasets():
         "noise-f4": (rng.normal(0, 1, 2 * n).astype("<f4").tobytes(), 4),
         # Fixed-width strings (numpy "<U3", typesize 12): codes drawn from 2000 words.
         "words-u3": (np.array(words(rng, 2000))[rng.integers(0, 2000, 8 * n // 12)].astype("<U3").tobytes(), 12),
+        # Longer ones ("<U8", typesize 32: its byte planes lie 4 KiB apart in a block).
+        "words-u8": (np.array(words(rng, 2000, 3, 8))[rng.integers(0, 2000, 8 * n // 32)].astype("<U8").tobytes(), 32),
     }
 
 
-def words(rng, k):
-    """`k` random lowercase words of 1 to 3 letters."""
+def words(rng, k, shortest=1, longest=3):
+    """`k` random lowercase words of `shortest` to `longest` letters."""
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    return ["".join(rng.choice(letters, int(rng.integers(1, 4)))) for _ in range(k)]
+    return ["".join(rng.choice(letters, int(rng.integers(shortest, longest + 1)))) for _ in range(k)]
 
 
 def median_gbps(chunk, nbytes, nthreads, reps=15):

@@ -34,7 +34,7 @@ pub fn active_kernels() -> &'static str {
     {
         if has_avx512_vnni() {
             "x86_64 avx512 vnni (Adler-32) + avx2 + sse2 (unshuffle: every typesize but 1; bit \
-             untranspose; sums)"
+             untranspose, with gfni where present; sums)"
         } else if has_avx2() {
             "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose; sums)"
         } else {
@@ -81,8 +81,13 @@ pub fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usi
     #[cfg(target_arch = "x86_64")]
     {
         if has_avx2() {
-            // SAFETY: AVX2 support was just checked at run time.
-            let done = unsafe { x86_bits::bit_untranspose_plane_avx2(plane, rowlen, out) };
+            let done = if has_gfni() {
+                // SAFETY: AVX2 and GFNI support was just checked at run time.
+                unsafe { x86_bits::bit_untranspose_plane_gfni(plane, rowlen, out) }
+            } else {
+                // SAFETY: AVX2 support was just checked at run time.
+                unsafe { x86_bits::bit_untranspose_plane_avx2(plane, rowlen, out) }
+            };
             // The SSE2 kernel finishes a 16-byte tail the 32-byte kernel left.
             let sse =
                 x86_bits::bit_untranspose_plane(&plane[done..], rowlen, &mut out[8 * done..], done);
@@ -121,6 +126,13 @@ fn has_avx512_vnni() -> bool {
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512vnni")
     })
+}
+
+/// True when the CPU has AVX2 and GFNI (checked once) and SIMD is not limited to SSE2.
+#[cfg(target_arch = "x86_64")]
+fn has_gfni() -> bool {
+    static GFNI: OnceLock<bool> = OnceLock::new();
+    *GFNI.get_or_init(|| has_avx2() && std::is_x86_feature_detected!("gfni"))
 }
 
 /// True when the CPU has AVX2 (checked once) and SIMD is on.
@@ -200,8 +212,9 @@ mod tests {
         }
     }
 
-    /// Each x86 bit-untranspose kernel on its own (the dispatcher picks one per CPU),
-    /// against the scalar 8×8 transpose, for row lengths around the vector widths.
+    /// Each x86 bit-untranspose kernel on its own (the dispatcher picks one per CPU:
+    /// SSE2, AVX2, or AVX2 with GFNI), against the scalar 8×8 transpose, for row lengths
+    /// around the vector widths.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn x86_bit_untranspose_kernels_equal_scalar() {
@@ -226,6 +239,15 @@ mod tests {
                 };
                 assert_eq!(done, rowlen / 32 * 32);
                 assert_eq!(avx[..8 * done], want[..8 * done], "avx2 rowlen={rowlen}");
+            }
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("gfni") {
+                let mut gfni = vec![0u8; 8 * rowlen];
+                // SAFETY: AVX2 and GFNI support was just checked.
+                let done = unsafe {
+                    super::x86_bits::bit_untranspose_plane_gfni(&plane, rowlen, &mut gfni)
+                };
+                assert_eq!(done, rowlen / 32 * 32);
+                assert_eq!(gfni[..8 * done], want[..8 * done], "gfni rowlen={rowlen}");
             }
         }
     }
