@@ -61,6 +61,24 @@ fn b2sql_stdin(args: &[&str], input: &[u8]) -> Output {
 
 const Q: &str = "SELECT id, name FROM p WHERE id < 3 ORDER BY id";
 
+/// `--version` names the decode kernels, and `DATAFUSION_BLOSC2_SIMD=off` changes them.
+#[test]
+fn version_names_the_decode_kernels() {
+    let out = ok(&["--version"]);
+    assert!(out.starts_with("b2sql "), "{out}");
+    assert!(out.contains("\ndecode kernels: "), "{out}");
+    let off = Command::new(env!("CARGO_BIN_EXE_b2sql"))
+        .arg("--version")
+        .env("DATAFUSION_BLOSC2_SIMD", "off")
+        .output()
+        .unwrap();
+    let off = String::from_utf8(off.stdout).unwrap();
+    assert!(
+        off.contains("decode kernels: portable (DATAFUSION_BLOSC2_SIMD=off)"),
+        "{off}"
+    );
+}
+
 #[test]
 fn query_in_every_format() {
     let t = "p=tests/fixtures/ctable/people.b2d";

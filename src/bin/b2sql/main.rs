@@ -40,10 +40,23 @@ use std::process::ExitCode;
 
 /// SQL over compressed Blosc2 and bcolz data.
 #[derive(Parser)]
-#[command(name = "b2sql", version, about, long_about = None)]
+#[command(name = "b2sql", version, long_version = long_version(), about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// `b2sql --version`: the version and the decode kernels this CPU runs (what
+/// `DATAFUSION_BLOSC2_SIMD` changes), for reports about speed.
+fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "{}\ndecode kernels: {}",
+            env!("CARGO_PKG_VERSION"),
+            datafusion_blosc2::chunk::simd::active_kernels()
+        )
+    })
 }
 
 #[derive(Subcommand)]

@@ -32,13 +32,25 @@ pub fn active_kernels() -> &'static str {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if has_avx512_vnni() {
-            "x86_64 avx512 vnni (Adler-32) + avx2 + sse2 (unshuffle: every typesize but 1; bit \
-             untranspose, with gfni where present; sums)"
-        } else if has_avx2() {
-            "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose; sums)"
-        } else {
-            "x86_64 sse2 (unshuffle: every typesize but 1; bit untranspose)"
+        if !has_avx2() {
+            return "x86_64 sse2 (unshuffle: every typesize but 1; bit untranspose)";
+        }
+        match (has_gfni(), has_avx512_vnni()) {
+            (true, true) => {
+                "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose, its \
+                 transpose with gfni; sums), avx512 vnni (Adler-32)"
+            }
+            (true, false) => {
+                "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose, its \
+                 transpose with gfni; sums)"
+            }
+            (false, true) => {
+                "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose; sums), \
+                 avx512 vnni (Adler-32)"
+            }
+            (false, false) => {
+                "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose; sums)"
+            }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
