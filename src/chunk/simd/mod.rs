@@ -114,6 +114,24 @@ pub fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usi
     }
 }
 
+/// Whether more than 8 of `rows` (the 8 ways of an L1 set) start in the same set of a
+/// 64-set L1 data cache, counting a row that starts where the one before it does (the
+/// shared zero row of zero-run streams) once. Such rows, read together, evict each other:
+/// the unshuffles then go a few rows at a time (x86 `groups16_avx2`, the portable words'
+/// runs).
+pub(crate) fn rows_collide(rows: &[&[u8]]) -> bool {
+    let mut sets = [0u16; 64];
+    let mut prev = None;
+    for row in rows {
+        let at = row.as_ptr() as usize;
+        if prev != Some(at) {
+            sets[(at >> 6) & 63] += 1;
+        }
+        prev = Some(at);
+    }
+    sets.iter().any(|&n| n > 8)
+}
+
 /// Adler-32 of `data` continuing from `start` with a SIMD kernel when this CPU has one
 /// (AVX-512 VNNI); `None` means "use the portable one" (`zlib_rs::adler32::adler32`,
 /// whose own AVX2 loop is the path of every other x86_64 CPU).
@@ -317,15 +335,18 @@ mod tests {
     }
 
     /// Rows a multiple of 4 KiB apart, as the planes of a block whose size is a power of
-    /// two lie: they collide in the L1 cache, so typesizes 32 and 48 take the two-pass
-    /// kernel; through the dispatcher, every typesize that is a multiple of 16 from 32 on
-    /// equals the portable unshuffle. Rows that repeat (the shared zero row) count once.
-    #[cfg(target_arch = "x86_64")]
+    /// two lie: they collide in the L1 cache, so typesizes that are multiples of 16 take
+    /// the two-pass x86 kernel and typesizes above 16 the portable words' runs. Through
+    /// the dispatcher and through the portable path, every such typesize (with bands of
+    /// 8, 4, 2 and 1 rows) equals the byte loop. Rows that repeat (the shared zero row)
+    /// count once.
     #[test]
-    fn colliding_rows_unshuffle_like_portable() {
-        use crate::chunk::filter::shuffle::{unshuffle_rows, unshuffle_rows_portable};
+    fn colliding_rows_unshuffle_like_the_byte_loop() {
+        use crate::chunk::filter::shuffle::{
+            unshuffle_rows, unshuffle_rows_portable, unshuffle_rows_reference,
+        };
         let mut seed = 0xC011_1DE5_0000_4096u64;
-        for s in [32usize, 48, 64, 128] {
+        for s in [17usize, 20, 22, 23, 32, 40, 48, 64, 128] {
             for ne in [4096usize, 4096 + 40] {
                 let stride = ne.div_ceil(4096) * 4096;
                 let buf = crate::chunk::random_bytes(&mut seed, stride * s + 4096);
@@ -333,17 +354,20 @@ mod tests {
                 let rows: Vec<&[u8]> = (0..s)
                     .map(|j| &buf[base + j * stride..base + j * stride + ne])
                     .collect();
-                assert!(super::x86_shuffle::rows_collide(&rows), "s={s}");
+                assert!(super::rows_collide(&rows), "s={s}");
                 let mut want = vec![0u8; ne * s];
-                unshuffle_rows_portable(&rows, &mut want);
+                unshuffle_rows_reference(&rows, &mut want);
                 let mut got = vec![0u8; ne * s];
                 unshuffle_rows(&rows, &mut got);
-                assert_eq!(got, want, "s={s} ne={ne}");
+                assert_eq!(got, want, "dispatched s={s} ne={ne}");
+                let mut got = vec![0u8; ne * s];
+                unshuffle_rows_portable(&rows, &mut got);
+                assert_eq!(got, want, "portable s={s} ne={ne}");
             }
         }
         let zero = [0u8; 64];
         let same: Vec<&[u8]> = vec![&zero[..]; 32];
-        assert!(!super::x86_shuffle::rows_collide(&same));
+        assert!(!super::rows_collide(&same));
     }
 
     /// Property check over random (typesize, length, contents): every dispatched kernel

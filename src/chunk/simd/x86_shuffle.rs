@@ -27,7 +27,8 @@ pub(super) fn unshuffle(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> bool {
         // (Typesizes are bytes: at most 255 rows, which `any_width_steps` relies on.)
         s if s == 3 || (s > 4 && s <= 256) => {
             let mut done = 0;
-            if super::has_avx2() && s % 16 == 0 && s >= 32 && (s >= 64 || rows_collide(rows)) {
+            if super::has_avx2() && s % 16 == 0 && s >= 32 && (s >= 64 || super::rows_collide(rows))
+            {
                 // SAFETY: AVX2 support was checked at run time.
                 done = unsafe { groups16_avx2(rows, dst, ne) };
             } else if super::has_avx2() {
@@ -40,22 +41,6 @@ pub(super) fn unshuffle(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> bool {
         _ => return false,
     }
     true
-}
-
-/// Whether more than 8 of `rows` (the 8 ways of an L1 set) start in the same set of a
-/// 64-set L1 data cache, counting a row that starts where the one before it does (the
-/// shared zero row of zero-run streams) once.
-pub(super) fn rows_collide(rows: &[&[u8]]) -> bool {
-    let mut sets = [0u16; 64];
-    let mut prev = None;
-    for row in rows {
-        let at = row.as_ptr() as usize;
-        if prev != Some(at) {
-            sets[(at >> 6) & 63] += 1;
-        }
-        prev = Some(at);
-    }
-    sets.iter().any(|&n| n > 8)
 }
 
 /// Turns S registers (register j = byte j of 16 elements, per 128-bit lane) into S
@@ -231,7 +216,7 @@ unsafe fn tiles16_avx2(rows: &[&[u8]], dst: &mut [u8], ne: usize) -> usize {
 /// passes of 8 rows per group of 16 rows, over runs of about 16 KiB of output, each group
 /// landing as 16-byte pieces at its place in every element; returns the elements done (a
 /// multiple of 32). For rows that would evict each other from the L1 cache
-/// ([`rows_collide`]; a block whose size is a power of two puts its rows a multiple of
+/// ([`super::rows_collide`]; a block whose size is a power of two puts its rows a multiple of
 /// 4 KiB apart, all in one set) and for typesizes of 64 or more: [`any_width`] reads 16
 /// rows per step, and on 256 KiB blocks ran typesizes 32 and 64 at 8 GB/s, this at 21–25
 /// (`benches/README.md`, session 22). With rows apart, typesize 32 and 48 run faster

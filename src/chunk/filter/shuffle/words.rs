@@ -192,9 +192,50 @@ pub fn unshuffle_any(rows: &[&[u8]], dst: &mut [u8]) -> usize {
         15 => bands::<15>(rows, dst),
         s => {
             let groups = dst.len() / s / 8;
+            let collide = crate::chunk::simd::rows_collide(rows);
             let rows: Vec<&[u8]> = rows.iter().map(|r| &r[..groups * 8]).collect();
-            groups_into(&rows, dst, groups)
+            if collide {
+                groups_in_runs(&rows, dst, groups)
+            } else {
+                groups_into(&rows, dst, groups)
+            }
         }
+    }
+}
+
+/// [`groups_into`] for rows that collide in the L1 cache (`simd::rows_collide`): a run
+/// of 8 groups (64 elements) at a time, band by band, so that only a band's rows are read
+/// at once. Rows a multiple of 4 KiB apart, all read for each group, ran typesizes 32 and
+/// 64 at 2.5 GB/s, under the byte loop's 3.1; in runs, 3.6–3.7 (`benches/README.md`,
+/// session 22). For rows apart, runs cost typesize 12 half its speed (session 20), hence
+/// only here.
+fn groups_in_runs(rows: &[&[u8]], dst: &mut [u8], groups: usize) -> usize {
+    const RUN: usize = 8;
+    let s = rows.len();
+    let mut g0 = 0;
+    while g0 < groups {
+        let g1 = (g0 + RUN).min(groups);
+        let run = &mut dst[g0 * 8 * s..g1 * 8 * s];
+        let mut r = 0;
+        while r < s {
+            let width = band_width(s - r);
+            for (k, out) in run.chunks_exact_mut(8 * s).enumerate() {
+                band(rows, out, g0 + k, r, width);
+            }
+            r += width;
+        }
+        g0 = g1;
+    }
+    groups * 8
+}
+
+/// The width of the next band when `left` rows are left: 8, then 4, 2 and 1.
+fn band_width(left: usize) -> usize {
+    match left {
+        8.. => 8,
+        4..=7 => 4,
+        2..=3 => 2,
+        _ => 1,
     }
 }
 
@@ -221,40 +262,61 @@ fn group(rows: &[&[u8]], out: &mut [u8], g: usize) {
     let s = rows.len();
     let mut r = 0;
     while s - r >= 8 {
-        let mut x: [u64; 8] = std::array::from_fn(|j| word(rows[r + j], 8 * g));
-        transpose_bytes8(&mut x);
-        for (i, w) in x.iter().enumerate() {
-            out[i * s + r..i * s + r + 8].copy_from_slice(&w.to_le_bytes());
-        }
+        band(rows, out, g, r, 8);
         r += 8;
     }
     if s - r >= 4 {
-        let mut x: [u64; 4] = std::array::from_fn(|j| word(rows[r + j], 8 * g));
-        transpose4x2(&mut x);
-        for (i, w) in x.iter().enumerate() {
-            let b = w.to_le_bytes();
-            out[i * s + r..i * s + r + 4].copy_from_slice(&b[..4]);
-            out[(4 + i) * s + r..(4 + i) * s + r + 4].copy_from_slice(&b[4..]);
-        }
+        band(rows, out, g, r, 4);
         r += 4;
     }
     if s - r >= 2 {
-        let (a, b) = (word(rows[r], 8 * g), word(rows[r + 1], 8 * g));
-        let pairs = [
-            spread(a) | (spread(b) << 8),
-            spread(a >> 32) | (spread(b >> 32) << 8),
-        ];
-        for (h, w) in pairs.iter().enumerate() {
-            for (k, two) in w.to_le_bytes().chunks_exact(2).enumerate() {
-                let i = 4 * h + k;
-                out[i * s + r..i * s + r + 2].copy_from_slice(two);
-            }
-        }
+        band(rows, out, g, r, 2);
         r += 2;
     }
     if s - r == 1 {
-        for (i, &b) in word(rows[r], 8 * g).to_le_bytes().iter().enumerate() {
-            out[i * s + r] = b;
+        band(rows, out, g, r, 1);
+    }
+}
+
+/// Bytes `r..r + width` (`width` 8, 4, 2 or 1) of elements `8g..8g + 8` from rows
+/// `r..r + width` into `out` (the 8 elements' `8 * rows.len()` bytes).
+#[inline(always)]
+fn band(rows: &[&[u8]], out: &mut [u8], g: usize, r: usize, width: usize) {
+    let s = rows.len();
+    match width {
+        8 => {
+            let mut x: [u64; 8] = std::array::from_fn(|j| word(rows[r + j], 8 * g));
+            transpose_bytes8(&mut x);
+            for (i, w) in x.iter().enumerate() {
+                out[i * s + r..i * s + r + 8].copy_from_slice(&w.to_le_bytes());
+            }
+        }
+        4 => {
+            let mut x: [u64; 4] = std::array::from_fn(|j| word(rows[r + j], 8 * g));
+            transpose4x2(&mut x);
+            for (i, w) in x.iter().enumerate() {
+                let b = w.to_le_bytes();
+                out[i * s + r..i * s + r + 4].copy_from_slice(&b[..4]);
+                out[(4 + i) * s + r..(4 + i) * s + r + 4].copy_from_slice(&b[4..]);
+            }
+        }
+        2 => {
+            let (a, b) = (word(rows[r], 8 * g), word(rows[r + 1], 8 * g));
+            let pairs = [
+                spread(a) | (spread(b) << 8),
+                spread(a >> 32) | (spread(b >> 32) << 8),
+            ];
+            for (h, w) in pairs.iter().enumerate() {
+                for (k, two) in w.to_le_bytes().chunks_exact(2).enumerate() {
+                    let i = 4 * h + k;
+                    out[i * s + r..i * s + r + 2].copy_from_slice(two);
+                }
+            }
+        }
+        _ => {
+            for (i, &b) in word(rows[r], 8 * g).to_le_bytes().iter().enumerate() {
+                out[i * s + r] = b;
+            }
         }
     }
 }
