@@ -35,23 +35,24 @@ pub fn active_kernels() -> &'static str {
         if !has_avx2() {
             return "x86_64 sse2 (unshuffle: every typesize but 1; bit untranspose)";
         }
-        match (has_gfni(), has_avx512_vnni()) {
-            (true, true) => {
-                "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose, its \
-                 transpose with gfni; sums), avx512 vnni (Adler-32)"
-            }
-            (true, false) => {
-                "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose, its \
-                 transpose with gfni; sums)"
-            }
-            (false, true) => {
-                "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose; sums), \
-                 avx512 vnni (Adler-32)"
-            }
-            (false, false) => {
-                "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose; sums)"
-            }
-        }
+        // Built once: the AVX2 set, and which of GFNI and AVX-512 VNNI it adds.
+        static NAME: OnceLock<String> = OnceLock::new();
+        NAME.get_or_init(|| {
+            format!(
+                "x86_64 avx2 + sse2 (unshuffle: every typesize but 1; bit untranspose{}; \
+                 sums){}",
+                if has_gfni() {
+                    ", its transpose with gfni"
+                } else {
+                    ""
+                },
+                if has_avx512_vnni() {
+                    ", avx512 vnni (Adler-32)"
+                } else {
+                    ""
+                },
+            )
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
