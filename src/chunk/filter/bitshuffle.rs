@@ -87,14 +87,18 @@ fn untranspose(s: usize, m: usize, src: &[u8], dst: &mut [u8], simd: bool) {
     }
     PLANES.with(|cell| {
         let mut planes = cell.borrow_mut();
-        planes.resize(s * m, 0);
-        for j in 0..s {
-            plane_pass(j, &mut planes[j * m..(j + 1) * m]);
+        // One cache line between planes, so that planes of power-of-two lengths do not all
+        // start in one L1 set (`simd::rows_collide`).
+        let stride = m + 64;
+        planes.resize(s * stride, 0);
+        for (j, plane) in planes.chunks_exact_mut(stride).enumerate() {
+            plane_pass(j, &mut plane[..m]);
         }
+        let rows: Vec<&[u8]> = planes.chunks_exact(stride).map(|p| &p[..m]).collect();
         if simd {
-            super::shuffle::unshuffle(s, &planes[..s * m], &mut dst[..s * m]);
+            super::shuffle::unshuffle_rows(&rows, &mut dst[..s * m]);
         } else {
-            super::shuffle::unshuffle_portable(s, &planes[..s * m], &mut dst[..s * m]);
+            super::shuffle::unshuffle_rows_portable(&rows, &mut dst[..s * m]);
         }
     });
 }

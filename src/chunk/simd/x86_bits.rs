@@ -22,18 +22,26 @@ pub(super) fn bit_untranspose_plane(
         // SAFETY: SSE2 is part of the x86_64 baseline; the loads are of exactly 16 bytes
         // (slice-checked: k + 16 <= done <= rowlen and the caller checked
         // 8 * rowlen <= len).
-        let lanes = unsafe {
+        let (b0123, b4567) = unsafe {
             let mut r = [__m128i::zero(); 8];
             for (b, slot) in r.iter_mut().enumerate() {
                 *slot = __m128i::load(&plane[b * rowlen + k..b * rowlen + k + 16]);
             }
-            rows_to_lanes(r)
+            rows_to_bands(r)
         };
-        for (i, v) in lanes.flat_map(|(lo, hi)| [lo, hi]).enumerate() {
-            let o = &mut out[8 * (k + 2 * i)..8 * (k + 2 * i) + 16];
-            // SAFETY: `o` is exactly 16 writable bytes; unaligned store is allowed;
-            // `transpose8x2` is register-only.
-            unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), transpose8x2(v)) };
+        // The 128 output bytes of row bytes k .. k + 16, checked once.
+        let o = &mut out[8 * k..8 * k + 128];
+        for q in 0..4 {
+            // SAFETY: SSE2 register ops (x86_64 baseline).
+            let pair = unsafe { __m128i::unpack::<4>(b0123[q], b4567[q]) };
+            // Register i = 2q + h holds row bytes k + 2i and k + 2i + 1.
+            for (h, v) in [pair.0, pair.1].into_iter().enumerate() {
+                let i = 2 * q + h;
+                let dst = &mut o[16 * i..16 * i + 16];
+                // SAFETY: `dst` is exactly 16 writable bytes; unaligned store is allowed;
+                // `transpose8x2` is register-only.
+                unsafe { _mm_storeu_si128(dst.as_mut_ptr().cast(), transpose8x2(v)) };
+            }
         }
     }
     done
@@ -80,7 +88,7 @@ unsafe fn plane_steps<const GFNI: bool>(plane: &[u8], rowlen: usize, out: &mut [
     for k in (0..done).step_by(32) {
         // SAFETY: AVX2, guaranteed by the caller; the loads are of exactly 32 bytes
         // (slice-checked).
-        let lanes = unsafe {
+        let (b0123, b4567) = unsafe {
             let mut r = [__m256i::zero(); 8];
             for (b, slot) in r.iter_mut().enumerate() {
                 // With GFNI the rows go in reverse order, so that each 64-bit lane holds
@@ -88,26 +96,35 @@ unsafe fn plane_steps<const GFNI: bool>(plane: &[u8], rowlen: usize, out: &mut [
                 let row = if GFNI { 7 - b } else { b };
                 *slot = __m256i::load(&plane[row * rowlen + k..row * rowlen + k + 32]);
             }
-            rows_to_lanes(r)
+            rows_to_bands(r)
         };
-        for (i, v) in lanes.flat_map(|(lo, hi)| [lo, hi]).enumerate() {
+        // The 256 output bytes of row bytes k .. k + 32, checked once.
+        let o = &mut out[8 * k..8 * k + 256];
+        for q in 0..4 {
             // SAFETY: register ops with AVX2 (and GFNI when `GFNI`), guaranteed by the
             // caller.
-            let t = unsafe {
-                if GFNI {
-                    transpose8_gfni(v)
-                } else {
-                    transpose8x4(v)
-                }
-            };
-            // Register i holds row bytes k + 2i, k + 2i + 1 in its low lane and
-            // k + 16 + 2i, k + 17 + 2i in its high lane.
-            let lo = &mut out[8 * (k + 2 * i)..8 * (k + 2 * i) + 16];
-            // SAFETY: `lo` is exactly 16 writable bytes; unaligned store.
-            unsafe { _mm_storeu_si128(lo.as_mut_ptr().cast(), _mm256_castsi256_si128(t)) };
-            let hi = &mut out[8 * (k + 16 + 2 * i)..8 * (k + 16 + 2 * i) + 16];
-            // SAFETY: as above.
-            unsafe { _mm_storeu_si128(hi.as_mut_ptr().cast(), _mm256_extracti128_si256::<1>(t)) };
+            let pair = unsafe { __m256i::unpack::<4>(b0123[q], b4567[q]) };
+            for (h, v) in [pair.0, pair.1].into_iter().enumerate() {
+                let i = 2 * q + h;
+                // SAFETY: as above.
+                let t = unsafe {
+                    if GFNI {
+                        transpose8_gfni(v)
+                    } else {
+                        transpose8x4(v)
+                    }
+                };
+                // Register i holds row bytes k + 2i, k + 2i + 1 in its low lane and
+                // k + 16 + 2i, k + 17 + 2i in its high lane.
+                let lo = &mut o[16 * i..16 * i + 16];
+                // SAFETY: `lo` is exactly 16 writable bytes; unaligned store.
+                unsafe { _mm_storeu_si128(lo.as_mut_ptr().cast(), _mm256_castsi256_si128(t)) };
+                let hi = &mut o[128 + 16 * i..128 + 16 * i + 16];
+                // SAFETY: as above.
+                unsafe {
+                    _mm_storeu_si128(hi.as_mut_ptr().cast(), _mm256_extracti128_si256::<1>(t))
+                };
+            }
         }
     }
     done
@@ -150,29 +167,28 @@ fn transpose8x4(mut x: __m256i) -> __m256i {
     _mm256_xor_si256(_mm256_xor_si256(x, t), _mm256_slli_epi64::<28>(t))
 }
 
-/// `r[b]` = bytes k..k+16 of row b (per 128-bit lane) → 4 pairs of registers, pair q
-/// holding `[r0[4q], …, r7[4q], r0[4q+1], …, r7[4q+1]]` and the same for `4q + 2` and
-/// `4q + 3` (per lane): byte `k'` of the 8 rows in one 64-bit lane, for row bytes
-/// `4q .. 4q + 4`.
+/// The first two rounds of an 8×16 byte transpose (per 128-bit lane): `r[b]` = bytes
+/// k..k+16 of row b → `b0123[q]` / `b4567[q]` holding rows 0–3 / 4–7 for row bytes
+/// `4q .. 4q + 4`. The third round, `unpack::<4>(b0123[q], b4567[q])`, then gives
+/// `[r0[4q], …, r7[4q], r0[4q+1], …, r7[4q+1]]` and the same for `4q + 2`, `4q + 3`: byte
+/// `k'` of the 8 rows in one 64-bit lane. The callers run that round as they store, with
+/// straight-line stores into one checked 128- or 256-byte slice (an iterator over the
+/// results kept the registers on the stack: the whole bitshuffled chunk ran 1.5× slower).
 ///
 /// # Safety
 /// `V`'s instruction set (see [`Lanes`]). No memory access.
 #[inline(always)]
-unsafe fn rows_to_lanes<V: Lanes>(r: [V; 8]) -> impl Iterator<Item = (V, V)> {
+unsafe fn rows_to_bands<V: Lanes>(r: [V; 8]) -> ([V; 4], [V; 4]) {
     // SAFETY: register ops, guaranteed by the caller.
     unsafe {
         let mut a = [V::zero(); 8];
         for j in 0..4 {
             (a[2 * j], a[2 * j + 1]) = V::unpack::<1>(r[2 * j], r[2 * j + 1]);
         }
-        // b0123[q] / b4567[q]: rows 0–3 / 4–7 for k = 4q .. 4q+4.
         let (x, y) = (V::unpack::<2>(a[0], a[2]), V::unpack::<2>(a[1], a[3]));
         let b0123 = [x.0, x.1, y.0, y.1];
         let (x, y) = (V::unpack::<2>(a[4], a[6]), V::unpack::<2>(a[5], a[7]));
-        let b4567 = [x.0, x.1, y.0, y.1];
-        // The last round runs as the caller takes the pairs (an array of all 8 results
-        // kept the AVX2 caller's loop from unrolling: 3–7 % slower).
-        (0..4).map(move |q| V::unpack::<4>(b0123[q], b4567[q]))
+        (b0123, [x.0, x.1, y.0, y.1])
     }
 }
 
