@@ -56,6 +56,21 @@ thread_local! {
     static ZEROS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Undoes one DELTA in place on block `j`: block 0 against itself, the others against the
+/// decoded block 0 (`reference`).
+fn undelta_one(j: usize, ts: usize, reference: Option<&[u8]>, buf: &mut [u8]) -> ChunkResult<()> {
+    match (j, reference) {
+        (0, _) => filter::delta::undelta_block0(ts, buf),
+        (_, Some(r)) => filter::delta::undelta_other(ts, buf, r),
+        (_, None) => {
+            return Err(ChunkError::InvalidArgument(
+                "DELTA needs the decoded block 0".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The first `len` bytes of a reused scratch buffer, which only ever grows (zero-filling
 /// the new bytes): resized down and up again, it would zero the same bytes each time a
 /// scan's columns with different block sizes take turns on a thread. Callers write every
@@ -605,16 +620,26 @@ impl<'a> Chunk<'a> {
         let h = &self.header;
         let ts = h.typesize as usize;
         let bsize = dst.len();
-        if ops.is_empty() {
-            return fill(dst);
+        // DELTA (3) is undone in place; SHUFFLE and BITSHUFFLE out of place. Once only DELTA
+        // is left, the data goes to `dst` and stays there (no copy at the end).
+        let in_place_from = ops.iter().rposition(|&(_, f)| f != 3).map_or(0, |k| k + 1);
+        let undelta = |buf: &mut [u8]| -> ChunkResult<()> {
+            for _ in &ops[in_place_from..] {
+                undelta_one(j, ts, reference, buf)?;
+            }
+            Ok(())
+        };
+        if in_place_from == 0 {
+            fill(dst)?;
+            return undelta(dst);
         }
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
             let (a, b) = &mut *guard;
             let (mut cur, mut other) = (grown(a, bsize), grown(b, bsize));
             fill(cur)?;
-            for (k, &(slot, f)) in ops.iter().enumerate() {
-                let last = k + 1 == ops.len();
+            for (k, &(slot, f)) in ops[..in_place_from].iter().enumerate() {
+                let last = k + 1 == in_place_from;
                 match f {
                     1 | 2 => {
                         // Out of place; the last one writes straight into the output.
@@ -628,25 +653,16 @@ impl<'a> Chunk<'a> {
                         } else {
                             filter::bitshuffle::bitunshuffle(ts, h.version <= 2, cur, target);
                         }
-                        if last {
-                            return Ok(());
+                        if !last {
+                            std::mem::swap(&mut cur, &mut other);
                         }
-                        std::mem::swap(&mut cur, &mut other);
                     }
-                    _ => match (j, reference) {
-                        (0, _) => filter::delta::undelta_block0(ts, cur),
-                        (_, Some(r)) => filter::delta::undelta_other(ts, cur, r),
-                        (_, None) => {
-                            return Err(ChunkError::InvalidArgument(
-                                "DELTA needs the decoded block 0".into(),
-                            ));
-                        }
-                    },
+                    _ => undelta_one(j, ts, reference, cur)?,
                 }
             }
-            dst.copy_from_slice(cur);
-            Ok(())
-        })
+            Ok::<(), ChunkError>(())
+        })?;
+        undelta(dst)
     }
 
     /// Concatenates the streams of block `j` into `raw` (`spec/chunk.md` §5–6). With
