@@ -56,6 +56,21 @@ thread_local! {
     static ZEROS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The filters a block undoes as `(slot, filter)`, slot 5 → 0: at most the header's six,
+/// held inline (a `Vec` per block cost 4 KiB blocks 6 % of their decode in `malloc`).
+#[derive(Debug, Clone, Copy)]
+struct FilterOps {
+    ops: [(usize, u8); 6],
+    len: usize,
+}
+
+impl std::ops::Deref for FilterOps {
+    type Target = [(usize, u8)];
+    fn deref(&self) -> &Self::Target {
+        &self.ops[..self.len]
+    }
+}
+
 /// Undoes one DELTA in place on block `j`: block 0 against itself, the others against the
 /// decoded block 0 (`reference`).
 fn undelta_one(j: usize, ts: usize, reference: Option<&[u8]>, buf: &mut [u8]) -> ChunkResult<()> {
@@ -564,19 +579,27 @@ impl<'a> Chunk<'a> {
 
     /// Filters to undo for a block of `bsize` bytes, slot 5 → 0, with the Blosc1 no-op
     /// cases dropped (filters.md §1).
-    fn filters_to_undo(&self, bsize: usize) -> Vec<(usize, u8)> {
+    fn filters_to_undo(&self, bsize: usize) -> FilterOps {
         let h = &self.header;
         let ts = h.typesize as usize;
-        (0..6)
-            .rev()
-            .map(|slot| (slot, h.filters[slot]))
-            .filter(|&(_, f)| match f {
+        let mut ops = FilterOps {
+            ops: [(0, 0); 6],
+            len: 0,
+        };
+        for slot in (0..6).rev() {
+            let f = h.filters[slot];
+            let undo = match f {
                 1 => !(h.version <= 2 && ts == 1),
                 2 => !(h.version <= 2 && bsize < ts),
                 3 => true,
                 _ => false,
-            })
-            .collect()
+            };
+            if undo {
+                ops.ops[ops.len] = (slot, f);
+                ops.len += 1;
+            }
+        }
+        ops
     }
 
     /// Block `j` as [`Chunk::plain_shuffle_split`] describes it: streams stored raw are
