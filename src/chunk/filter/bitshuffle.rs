@@ -94,12 +94,14 @@ fn untranspose(s: usize, m: usize, src: &[u8], dst: &mut [u8], simd: bool) {
         for (j, plane) in planes.chunks_exact_mut(stride).enumerate() {
             plane_pass(j, &mut plane[..m]);
         }
-        let rows: Vec<&[u8]> = planes.chunks_exact(stride).map(|p| &p[..m]).collect();
-        if simd {
-            super::shuffle::unshuffle_rows(&rows, &mut dst[..s * m]);
-        } else {
-            super::shuffle::unshuffle_rows_portable(&rows, &mut dst[..s * m]);
-        }
+        let row = |j: usize| &planes[j * stride..j * stride + m];
+        super::shuffle::with_rows(s, row, |rows| {
+            if simd {
+                super::shuffle::unshuffle_rows(rows, &mut dst[..s * m]);
+            } else {
+                super::shuffle::unshuffle_rows_portable(rows, &mut dst[..s * m]);
+            }
+        });
     });
 }
 

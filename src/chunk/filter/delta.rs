@@ -6,6 +6,8 @@
 //! the carry chains from word to word, one XOR each (byte by byte, the chain was a load, an
 //! XOR and a store per byte).
 
+use crate::chunk::codec::period_word;
+
 /// Word size used by the delta filter for a given typesize.
 pub fn word_size(typesize: usize) -> usize {
     match typesize {
@@ -46,9 +48,10 @@ fn running_xor<const W: usize>(buf: &mut [u8]) {
             x ^= x << 8;
         }
         piece.copy_from_slice(&(x ^ carry).to_le_bytes());
-        // The new last element is the old one XOR the word's own last element: one XOR
+        // The new last element is the old one XOR the word's own last element (its top
+        // `W` bytes repeated over the word, as LZ4's short periods build theirs): one XOR
         // on the chain from word to word.
-        carry ^= repeat::<W>(x >> (64 - 8 * W));
+        carry ^= period_word(x, W);
     }
     // Under 8 bytes left: element by element.
     let rest = words.into_remainder();
@@ -59,17 +62,6 @@ fn running_xor<const W: usize>(buf: &mut [u8]) {
         let x = u64::from_le_bytes(bytes) ^ prev;
         elem.copy_from_slice(&x.to_le_bytes()[..W]);
         prev = x;
-    }
-}
-
-/// The low `W` bytes of `v` repeated over a 64-bit word.
-#[inline(always)]
-fn repeat<const W: usize>(v: u64) -> u64 {
-    match W {
-        1 => v * 0x0101_0101_0101_0101,
-        2 => v * 0x0001_0001_0001_0001,
-        4 => v * 0x0000_0001_0000_0001,
-        _ => v,
     }
 }
 

@@ -54,16 +54,29 @@ fn split<R: Default>(
     let ne = len / s;
     let body = ne * s;
     dst[body..len].copy_from_slice(&src[body..len]);
-    let row = |j: usize| &src[j * ne..(j + 1) * ne];
+    with_rows(
+        s,
+        |j| &src[j * ne..(j + 1) * ne],
+        |rows| f(rows, &mut dst[..body]),
+    )
+}
+
+/// Calls `f` with the `s` rows `row(0..s)`: on the stack up to 16 (the common typesizes;
+/// no allocation per block), in a `Vec` beyond.
+pub(crate) fn with_rows<'a, R>(
+    s: usize,
+    row: impl Fn(usize) -> &'a [u8],
+    f: impl FnOnce(&[&'a [u8]]) -> R,
+) -> R {
     if s <= 16 {
         let mut rows: [&[u8]; 16] = [&[]; 16];
         for (j, r) in rows.iter_mut().take(s).enumerate() {
             *r = row(j);
         }
-        f(&rows[..s], &mut dst[..body])
+        f(&rows[..s])
     } else {
         let rows: Vec<&[u8]> = (0..s).map(row).collect();
-        f(&rows, &mut dst[..body])
+        f(&rows)
     }
 }
 
