@@ -11,13 +11,14 @@
 //!
 //! The short matches of a sequence are copied one of two ways, picked per chunk by its
 //! [`StreamShape`]. Byte planes (shuffled data) copy 8-byte pieces, as many as the length
-//! needs, unless the thread's recent plane streams had many 9–18-byte matches from far
-//! back (`WideHint`: planes of strings under LZ4HC); those take the natural copy. Natural
-//! data (no shuffle) copies one 16-byte piece whenever the match starts at least 16 bytes
-//! back: its matches are 8–16 bytes long at any length in between, so deciding on the
-//! length there mispredicts on about one sequence in four (+25–40 % on unfiltered strings,
-//! `benches/README.md`), while on most planes, whose matches are mostly 4–5 bytes, the
-//! wider copy measured 2–10 % slower. Matches of at most 8 bytes with a period below 8
+//! needs, unless the thread's recent plane streams had many 9–18-byte matches
+//! (`WideHint`: planes of strings under LZ4HC, the mantissa planes of float64): those copy
+//! two pieces whatever the length whenever the match starts at least 8 bytes back, with no
+//! branch on the length or the distance. Natural data (no shuffle) copies one 16-byte
+//! piece whenever the match starts at least 16 bytes back: its matches are 8–16 bytes long
+//! at any length in between, so deciding on the length there mispredicts on about one
+//! sequence in four (+25–40 % on unfiltered strings, `benches/README.md`), while on most
+//! planes, whose matches are mostly 4–5 bytes, the wider copy measured 2–10 % slower. Matches of at most 8 bytes with a period below 8
 //! store their pattern as one word (`period_word`), inline. Long matches of natural data
 //! are decoded after the literal-run length, 19–48 bytes as two or three fixed 16-byte
 //! pieces; those of byte planes go through `long_match`.
@@ -98,14 +99,18 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
 /// The piece also loses where many matches come from 8–15 bytes back (their branch, on the
 /// distance, then mispredicts instead). Wide decoding counts both kinds of match over the
 /// streams decoded wide lately (each stream halving the weight of those before): more
-/// than one 9–18-byte match from 16 or more back per KiB of output, and under a quarter as
-/// many from 8–15 back, keeps it on. Otherwise every 16th stream is decoded wide to look
-/// again. The choice changes only speed: both copies write the same bytes.
+/// than one 9–18-byte match per KiB of output with under a quarter as many of all matches
+/// from 8–15 back, or more than five such matches per KiB whatever their distance, keeps
+/// it on. (Shuffled float64 has about seven per KiB, a fifth of its short matches from
+/// 8–15 back: two pieces took its LZ4 streams from 0.58× to 0.73× C-Blosc2's time, while
+/// planes with four per KiB and fewer lost up to 6 %; `benches/README.md`, session 24.)
+/// Otherwise every 16th stream is decoded wide to look again. The choice changes only
+/// speed: both copies write the same bytes.
 #[derive(Debug, Clone, Copy)]
 struct WideHint {
-    /// 9–18-byte matches from 16 or more back counted, decayed.
+    /// 9–18-byte matches from 8 or more back counted, decayed.
     long: usize,
-    /// Short matches from 8–15 back counted, decayed.
+    /// Matches of at most 18 bytes from 8–15 back counted, decayed.
     near: usize,
     /// Output bytes they were counted over, decayed.
     bytes: usize,
@@ -114,10 +119,11 @@ struct WideHint {
 }
 
 impl WideHint {
-    /// Whether the counts call for wide decoding: over one far 9–18-byte match per KiB,
-    /// and under a quarter as many near ones.
+    /// Whether the counts call for wide decoding: over one 9–18-byte match per KiB and
+    /// under a quarter as many near ones, or over five per KiB.
     fn wide(self) -> bool {
-        self.long.saturating_mul(1024) > self.bytes && self.near.saturating_mul(4) < self.long
+        let per_kib = |k: usize| self.long.saturating_mul(1024) > k.saturating_mul(self.bytes);
+        (per_kib(1) && self.near.saturating_mul(4) < self.long) || per_kib(5)
     }
 }
 
@@ -142,7 +148,8 @@ pub fn decompress_natural_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Resul
 }
 
 /// The decoder, with the match copy for natural data (`NATURAL`) or for byte planes, whose
-/// matches from 16 or more back are one 16-byte piece when `WIDE`, else 8-byte pieces.
+/// matches from 8 or more back are two 8-byte pieces whatever their length when `WIDE`,
+/// else as many 8-byte pieces as their length needs.
 fn decode<const NATURAL: bool, const WIDE: bool>(
     src: &[u8],
     out: &mut [u8],
@@ -155,7 +162,7 @@ fn decode<const NATURAL: bool, const WIDE: bool>(
 }
 
 /// Where a stream's decoding stands: the next input byte and the next output byte; when
-/// byte planes are decoded wide, also how many of the common path's matches from 16 or
+/// byte planes are decoded wide, also how many of the common path's matches from 8 or
 /// more back were over 8 bytes (`long`) and how many came from 8–15 back (`near`), for
 /// [`WideHint`].
 #[derive(Debug, Default, Clone, Copy)]
@@ -209,7 +216,23 @@ fn step<const NATURAL: bool, const WIDE: bool>(
         ip += lit + 2;
         op += lit;
         let len = (token & 15) as usize + 4;
-        if (NATURAL || WIDE) && dist >= 16 && dist <= op {
+        if WIDE && dist >= 8 && dist <= op {
+            // Two 8-byte pieces whatever the length (a third for 17–18 bytes): no branch
+            // on the length or on the distance to mispredict. Each reads only final bytes
+            // since dist >= 8; the view is exactly `dist + 24` bytes.
+            let m = &mut out[op - dist..][..dist + 24];
+            super::copy_piece(m, dist, 0);
+            super::copy_piece(m, dist, 8);
+            if len > 16 {
+                super::copy_piece(m, dist, 16);
+            }
+            op += len;
+            let long = at.long + usize::from(len > 8);
+            let near = at.near + usize::from(dist < 16);
+            *at = Cursor { ip, op, long, near };
+            return Ok(false);
+        }
+        if NATURAL && dist >= 16 && dist <= op {
             // One 16-byte piece reading only final bytes; a third piece for the rare
             // 17- and 18-byte matches. The view ends where the 24 bytes of room do.
             let m = &mut out[op - dist..op + 24];
@@ -218,17 +241,7 @@ fn step<const NATURAL: bool, const WIDE: bool>(
                 super::copy_piece(m, dist, 16);
             }
             op += len;
-            let long = if NATURAL {
-                at.long
-            } else {
-                at.long + usize::from(len > 8)
-            };
-            *at = Cursor {
-                ip,
-                op,
-                long,
-                ..*at
-            };
+            *at = Cursor { ip, op, ..*at };
             return Ok(false);
         }
         if dist >= 8 && dist <= op {
@@ -237,13 +250,7 @@ fn step<const NATURAL: bool, const WIDE: bool>(
             // view is cut to exactly `dist + 24` bytes, so no piece needs a check.
             copy_pieces8(&mut out[op - dist..][..dist + 24], dist, len);
             op += len;
-            let near = at.near + usize::from(WIDE);
-            *at = Cursor {
-                ip,
-                op,
-                near,
-                ..*at
-            };
+            *at = Cursor { ip, op, ..*at };
             return Ok(false);
         }
         if dist < 8 && dist != 0 && len <= 8 && op >= 8 {
@@ -534,7 +541,7 @@ mod tests {
     /// [`WideHint`] turns wide decoding on for streams of 9–16-byte matches from far back
     /// (within 16 streams, at the next look), keeps it on while they last, and turns it
     /// off again within 8 streams of 4-byte matches (the counts of earlier streams
-    /// halve with each stream).
+    /// halve with each stream). Many 12-byte matches from 12 back turn it on too.
     #[test]
     fn wide_decoding_follows_the_streams() {
         let wide_now = || WIDE_HINT.with(|h| h.get().wide());
@@ -569,6 +576,21 @@ mod tests {
         }
         assert!(out[..short.len()] == short[..]);
         assert!(!wide_now(), "wide decoding stays on after 4-byte matches");
+        // 12 random bytes, then the same 12 again: a 12-byte match from 12 back per
+        // 24 bytes, all of them near.
+        let mut seed = 0xD15_u64;
+        let near: Vec<u8> = (0..65536 / 24)
+            .flat_map(|_| {
+                let unit: Vec<u8> = (0..12).map(|_| xorshift(&mut seed) as u8).collect();
+                [unit.clone(), unit].concat()
+            })
+            .collect();
+        let near_c = lz4_flex::block::compress(&near);
+        for _ in 0..16 {
+            super::decompress_into(&near_c, &mut out[..near.len()], &[]).unwrap();
+        }
+        assert!(out[..near.len()] == near[..]);
+        assert!(wide_now(), "many near 12-byte matches not decoded wide");
     }
 
     /// Data with runs, short periods and noise: long overlapping matches at every distance.
