@@ -106,12 +106,19 @@ def main():
     filters = {"shuffle": [F.SHUFFLE], "bitshuffle": [F.BITSHUFFLE], "nofilter": [F.NOFILTER]}
     # DELTA (XOR against block 0) then SHUFFLE, on the data it is made for: counters.
     extra = {"counter-i8": {"delta-shuffle": [F.DELTA, F.SHUFFLE]}}
+    # Small blocks (a user's `blocksize`, or b2nd arrays with small blocks): 4 and 16 KiB
+    # instead of the 512 KiB python-blosc2 picks here, shuffled, under LZ4 and BloscLZ.
+    small = {f"shuffle-b{k}k": k * 1024 for k in (4, 16)}
     for dname, (data, ts) in datasets().items():
         for cname, (codec, use_dict) in codecs.items():
-            for fname, flt in {**filters, **extra.get(dname, {})}.items():
+            blocks = {fname: (flt, 0) for fname, flt in {**filters, **extra.get(dname, {})}.items()}
+            if ts == 8 and cname in ("lz4", "blosclz"):
+                blocks.update({fname: ([F.SHUFFLE], bs) for fname, bs in small.items()})
+            for fname, (flt, blocksize) in blocks.items():
                 case = f"{dname}-{cname}-{fname}"
                 chunk = blosc2.compress2(
-                    data, codec=codec, clevel=5, typesize=ts, filters=flt, use_dict=use_dict
+                    data, codec=codec, clevel=5, typesize=ts, filters=flt, use_dict=use_dict,
+                    blocksize=blocksize,
                 )
                 with open(os.path.join(out, case + ".chunk"), "wb") as f:
                     f.write(chunk)
