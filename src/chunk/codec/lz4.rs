@@ -102,8 +102,9 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
 /// than one 9–18-byte match per KiB of output with under a quarter as many of all matches
 /// from 8–15 back, or more than five such matches per KiB whatever their distance, keeps
 /// it on. (Shuffled float64 has about seven per KiB, a fifth of its short matches from
-/// 8–15 back: two pieces took its LZ4 streams from 0.58× to 0.73× C-Blosc2's time, while
-/// planes with four per KiB and fewer lost up to 6 %; `benches/README.md`, session 24.)
+/// 8–15 back: +7 to +26 % on such chunks in 4–64 KiB blocks, while the streams of
+/// `smooth-f8-lz4-shuffle`, four per KiB, ran 4–6 % slower wide; `benches/README.md`,
+/// session 24.)
 /// Otherwise every 16th stream is decoded wide to look again. The choice changes only
 /// speed: both copies write the same bytes.
 #[derive(Debug, Clone, Copy)]
