@@ -18,10 +18,11 @@
 //! piece whenever the match starts at least 16 bytes back: its matches are 8–16 bytes long
 //! at any length in between, so deciding on the length there mispredicts on about one
 //! sequence in four (+25–40 % on unfiltered strings, `benches/README.md`), while on most
-//! planes, whose matches are mostly 4–5 bytes, the wider copy measured 2–10 % slower. Matches of at most 8 bytes with a period below 8
-//! store their pattern as one word (`period_word`), inline. Long matches of natural data
-//! are decoded after the literal-run length, 19–48 bytes as two or three fixed 16-byte
-//! pieces; those of byte planes go through `long_match`.
+//! planes, whose matches are mostly 4–5 bytes, the wider copy measured 2–10 % slower.
+//! Matches of at most 8 bytes with a period below 8 store their pattern as one word
+//! (`period_word`), inline. Long matches of natural data are decoded after the
+//! literal-run length, 19–48 bytes as two or three fixed 16-byte pieces; those of byte
+//! planes go through `long_match`.
 //!
 //! Measure changes here over several code placements (`benches/README.md`, session 18):
 //! the same machine code at another address runs up to 5 % apart.
@@ -92,21 +93,19 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
     })
 }
 
-/// Whether a thread copies the matches of byte-plane streams from 16 or more back as one
-/// 16-byte piece (`WIDE` in [`decode`]). That piece has no branch on the match length to
-/// mispredict (+8–12 % on shuffled strings under LZ4HC, a tenth of whose matches are 9–16
-/// bytes), but costs streams of 4–8-byte matches 2–6 % (`benches/README.md`, session 19).
-/// The piece also loses where many matches come from 8–15 bytes back (their branch, on the
-/// distance, then mispredicts instead). Wide decoding counts both kinds of match over the
-/// streams decoded wide lately (each stream halving the weight of those before): more
-/// than one 9–18-byte match per KiB of output with under a quarter as many of all matches
-/// from 8–15 back, or more than five such matches per KiB whatever their distance, keeps
-/// it on. (Shuffled float64 has about seven per KiB, a fifth of its short matches from
-/// 8–15 back: +7 to +26 % on such chunks in 4–64 KiB blocks, while the streams of
-/// `smooth-f8-lz4-shuffle`, four per KiB, ran 4–6 % slower wide; `benches/README.md`,
-/// session 24.)
-/// Otherwise every 16th stream is decoded wide to look again. The choice changes only
-/// speed: both copies write the same bytes.
+/// Whether a thread copies the matches of byte-plane streams from 8 or more back as two
+/// 8-byte pieces whatever their length (`WIDE` in [`decode`]). The pieces have no branch
+/// on the match length or distance to mispredict, but cost streams of 4–8-byte matches
+/// 2–6 % (`benches/README.md`, sessions 19 and 24). Wide decoding counts the 9–18-byte
+/// matches, and the matches from 8–15 back, over the streams decoded wide lately (each
+/// stream halving the weight of those before). It stays on with more than one 9–18-byte
+/// match per KiB of output and under a quarter as many from 8–15 back (planes of strings
+/// under LZ4HC: about two per KiB, nearly all from far back), or with more than five per
+/// KiB whatever their distance (the mantissa planes of float64 random walks: about seven,
+/// a fifth of all their matches from 8–15 back; +7 to +26 % in 4–64 KiB blocks). Planes
+/// with four per KiB and many from 8–15 back (`smooth-f8-lz4-shuffle`) ran 4–6 % slower
+/// wide (`benches/README.md`, session 24). Otherwise every 16th stream is decoded wide to
+/// look again. The choice changes only speed: both copies write the same bytes.
 #[derive(Debug, Clone, Copy)]
 struct WideHint {
     /// 9–18-byte matches from 8 or more back counted, decayed.
