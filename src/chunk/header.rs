@@ -371,6 +371,12 @@ impl ChunkHeader {
         (start, self.blocksize.min(self.nbytes - start))
     }
 
+    /// Whether block `j` is the chunk's short last block (`nbytes` not a multiple of
+    /// `blocksize`), which is never split into streams.
+    pub fn is_leftover(&self, j: usize) -> bool {
+        j + 1 == self.nblocks() && !self.nbytes.is_multiple_of(self.blocksize)
+    }
+
     /// Number of streams block `j` (of `bsize` bytes) is split into (`spec/chunk.md` §5).
     pub fn nstreams(&self, bsize: usize, is_leftover: bool) -> usize {
         let ts = self.typesize as usize;

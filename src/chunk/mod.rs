@@ -22,8 +22,7 @@ pub use header::{ChunkHeader, Codec, SpecialValue, compcode_name, filter_name};
 
 use std::cell::RefCell;
 use std::ops::Range;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// Budget for sizes read from untrusted headers (checked before any allocation).
 #[derive(Debug, Clone, Copy)]
@@ -411,8 +410,8 @@ impl<'a> Chunk<'a> {
             None => (BATCH_BYTES / h.blocksize.max(1)).clamp(1, MAX_BATCH),
         };
         let queue = Mutex::new(blocks.into_iter());
-        let failed = Mutex::new(None);
-        let any_failed = AtomicBool::new(false);
+        // The first failure; once set, the other threads stop (reading it takes no lock).
+        let failed = OnceLock::new();
         let work = || {
             let mut mine = Vec::with_capacity(batch);
             loop {
@@ -427,15 +426,11 @@ impl<'a> Chunk<'a> {
                     return;
                 }
                 for (j, dst) in mine.drain(..) {
-                    if any_failed.load(Ordering::Relaxed) {
+                    if failed.get().is_some() {
                         return; // A block failed: the others are not worth decoding.
                     }
                     if let Err(e) = decode_block(j, dst) {
-                        any_failed.store(true, Ordering::Relaxed);
-                        failed
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .get_or_insert(e);
+                        let _ = failed.set(e);
                         return;
                     }
                 }
@@ -447,7 +442,7 @@ impl<'a> Chunk<'a> {
             }
             work();
         });
-        match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        match failed.into_inner() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -589,8 +584,7 @@ impl<'a> Chunk<'a> {
             // (Only the last block may be shorter, or have a stream more: not this one.)
             self.full_block
         } else {
-            let h = &self.header;
-            let leftover = j + 1 == h.nblocks() && !h.nbytes.is_multiple_of(h.blocksize);
+            let leftover = self.header.is_leftover(j);
             let ops = self.filters_to_undo(dst.len());
             (ops, self.plain_shuffle_split(leftover, dst.len(), &ops))
         };
@@ -748,8 +742,7 @@ impl<'a> Chunk<'a> {
         let h = &self.header;
         let codec = self.codec.expect("parse sets the codec of block chunks");
         let bsize = raw.len();
-        let leftover = j + 1 == h.nblocks() && !h.nbytes.is_multiple_of(h.blocksize);
-        let ns = h.nstreams(bsize, leftover);
+        let ns = h.nstreams(bsize, h.is_leftover(j));
         // When the block is not a multiple of the stream count (a blocksize clamped to a
         // short chunk), C-Blosc2 writes one extra stream with the remaining bytes (seen in
         // its output; spec chunk.md §5 predates this).
