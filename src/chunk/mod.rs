@@ -47,10 +47,48 @@ pub struct Chunk<'a> {
     buf: &'a [u8],
     dict: Option<codec::StreamDict<'a>>,
     codec: Option<Codec>,
-    /// What a block of `blocksize` bytes undoes, worked out once: its filters
-    /// ([`Chunk::filters_to_undo`]) and the typesize when it is a plain byte-plane shuffle
-    /// ([`Chunk::plain_shuffle_split`]). Blocks of 4 KiB spent 2 % of their time redoing it.
-    full_block: (FilterOps, Option<usize>),
+    /// How a block of `blocksize` bytes is decoded, worked out once ([`BlockPlan`]).
+    /// Blocks of 4 KiB spent 2 % of their time redoing the filters' part.
+    full_block: BlockPlan,
+}
+
+/// How one block is decoded: its filters ([`Chunk::filters_to_undo`]), the typesize when
+/// it is a plain byte-plane shuffle ([`Chunk::plain_shuffle_split`]), and how its bytes
+/// split into streams.
+#[derive(Debug, Clone, Copy, Default)]
+struct BlockPlan {
+    ops: FilterOps,
+    plain: Option<usize>,
+    split: StreamSplit,
+}
+
+/// How a block's bytes split into streams (`spec/chunk.md` §5): `ns` streams of
+/// `neblock` bytes, then, when the block is not a multiple of `ns` (a blocksize clamped
+/// to a short chunk), one more with the `rem` bytes left (C-Blosc2 writes it; seen in its
+/// output, spec chunk.md §5 predates this).
+#[derive(Debug, Clone, Copy, Default)]
+struct StreamSplit {
+    ns: usize,
+    neblock: usize,
+    rem: usize,
+}
+
+impl StreamSplit {
+    /// The split of a block of `bsize` bytes (the chunk's short last one when `leftover`).
+    fn of(h: &ChunkHeader, bsize: usize, leftover: bool) -> Self {
+        let ns = h.nstreams(bsize, leftover);
+        let neblock = bsize / ns;
+        StreamSplit {
+            ns,
+            neblock,
+            rem: bsize - neblock * ns,
+        }
+    }
+
+    /// Streams in the block, the extra one included.
+    fn streams(self) -> usize {
+        self.ns + usize::from(self.rem > 0)
+    }
 }
 
 /// Bytes of blocks a thread of [`Chunk::decode_into_parallel`] takes at a time, at least.
@@ -149,7 +187,7 @@ impl<'a> Chunk<'a> {
             buf,
             dict: None,
             codec: None,
-            full_block: (FilterOps::default(), None),
+            full_block: BlockPlan::default(),
         };
         let h = &chunk.header;
         if h.nbytes == 0 || h.special() != SpecialValue::None {
@@ -234,9 +272,7 @@ impl<'a> Chunk<'a> {
             }
         }
         chunk.codec = Some(codec);
-        let bs = chunk.header.blocksize;
-        let ops = chunk.filters_to_undo(bs);
-        chunk.full_block = (ops, chunk.plain_shuffle_split(false, bs, &ops));
+        chunk.full_block = chunk.block_plan(chunk.header.blocksize, false);
         Ok(chunk)
     }
 
@@ -580,20 +616,28 @@ impl<'a> Chunk<'a> {
             dst.copy_from_slice(&r[..dst.len()]);
             return Ok(());
         }
-        let (ops, plain) = if dst.len() == self.header.blocksize {
+        let plan = if dst.len() == self.header.blocksize {
             // (Only the last block may be shorter, or have a stream more: not this one.)
             self.full_block
         } else {
-            let leftover = self.header.is_leftover(j);
-            let ops = self.filters_to_undo(dst.len());
-            (ops, self.plain_shuffle_split(leftover, dst.len(), &ops))
+            self.block_plan(dst.len(), self.header.is_leftover(j))
         };
-        if let Some(ts) = plain {
-            return self.decode_shuffled_planes(j, ts, dst);
+        if let Some(ts) = plan.plain {
+            return self.decode_shuffled_planes(j, ts, plan.split, dst);
         }
-        self.run_pipeline(j, dst, reference, &ops, |raw| {
-            self.decode_streams(j, raw, None)
+        self.run_pipeline(j, dst, reference, &plan.ops, |raw| {
+            self.decode_streams(j, plan.split, raw, None)
         })
+    }
+
+    /// How a block of `bsize` bytes (the chunk's short last one when `leftover`) is decoded.
+    fn block_plan(&self, bsize: usize, leftover: bool) -> BlockPlan {
+        let ops = self.filters_to_undo(bsize);
+        BlockPlan {
+            ops,
+            plain: self.plain_shuffle_split(leftover, bsize, &ops),
+            split: StreamSplit::of(&self.header, bsize, leftover),
+        }
     }
 
     /// The typesize when a block of `bsize` bytes (the chunk's short last one when
@@ -646,13 +690,20 @@ impl<'a> Chunk<'a> {
 
     /// Block `j` as [`Chunk::plain_shuffle_split`] describes it: streams stored raw are
     /// unshuffled straight from the chunk bytes, the others after decoding into scratch.
-    fn decode_shuffled_planes(&self, j: usize, ts: usize, dst: &mut [u8]) -> ChunkResult<()> {
-        let ne = dst.len() / ts;
+    fn decode_shuffled_planes(
+        &self,
+        j: usize,
+        ts: usize,
+        split: StreamSplit,
+        dst: &mut [u8],
+    ) -> ChunkResult<()> {
+        // One stream per plane (plain_shuffle_split), so a plane is `neblock` bytes.
+        let ne = split.neblock;
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
             let scratch = grown(&mut guard.0, dst.len());
             let mut at: [PlaneAt; 16] = Default::default();
-            self.decode_streams(j, scratch, Some(&mut at[..ts]))?;
+            self.decode_streams(j, split, scratch, Some(&mut at[..ts]))?;
             ZEROS.with(|zeros| {
                 let mut zeros = zeros.borrow_mut();
                 if zeros.len() < ne && at.iter().any(|a| matches!(a, PlaneAt::Zeros)) {
@@ -730,27 +781,21 @@ impl<'a> Chunk<'a> {
         undelta(dst)
     }
 
-    /// Concatenates the streams of block `j` into `raw` (`spec/chunk.md` §5–6). With
-    /// `planes`, a stream kept uncompressed or all zeros is not written: where its bytes are
-    /// is recorded in `planes[stream]` instead.
+    /// Concatenates the streams of block `j`, split as `split` says, into `raw` (the
+    /// block's size; `spec/chunk.md` §5–6). With `planes`, a stream kept uncompressed or all
+    /// zeros is not written: where its bytes are is recorded in `planes[stream]` instead.
     fn decode_streams(
         &self,
         j: usize,
+        split: StreamSplit,
         raw: &mut [u8],
         mut planes: Option<&mut [PlaneAt]>,
     ) -> ChunkResult<()> {
         let h = &self.header;
         let codec = self.codec.expect("parse sets the codec of block chunks");
-        let bsize = raw.len();
-        let ns = h.nstreams(bsize, h.is_leftover(j));
-        // When the block is not a multiple of the stream count (a blocksize clamped to a
-        // short chunk), C-Blosc2 writes one extra stream with the remaining bytes (seen in
-        // its output; spec chunk.md §5 predates this).
-        let neblock = bsize / ns;
-        let rem = bsize - neblock * ns;
-        let streams = ns + usize::from(rem > 0);
+        let StreamSplit { ns, neblock, rem } = split;
         let mut pos = read_i32(self.buf, h.header_len + 4 * j, "bstarts entry")? as usize;
-        for s in 0..streams {
+        for s in 0..split.streams() {
             let csize = read_i32(self.buf, pos, "stream size")?;
             let at = pos;
             pos += 4;
@@ -786,21 +831,27 @@ impl<'a> Chunk<'a> {
                 out.fill((-csize) as u8);
             } else {
                 let csize = csize as usize;
-                let src = self
-                    .buf
-                    .get(pos..pos + csize)
-                    .ok_or(ChunkError::Truncated {
+                let payload = |need: usize| {
+                    self.buf.get(pos..pos + need).ok_or(ChunkError::Truncated {
                         what: "stream payload",
                         at: pos,
-                        need: csize,
+                        need,
                         have: self.buf.len().saturating_sub(pos),
-                    })?;
+                    })
+                };
                 if csize == len {
+                    // Stored raw. The next stream starts `len` bytes on, a length known
+                    // before this size was read: with the branch predicted, the next
+                    // size's load need not wait for this one (`len`, not `csize`; planes
+                    // stored raw in 4 KiB blocks +4 to +5 %).
+                    let src = payload(len)?;
                     match planes.as_deref_mut().and_then(|a| a.get_mut(s)) {
-                        Some(slot) => *slot = PlaneAt::Chunk(pos..pos + csize),
+                        Some(slot) => *slot = PlaneAt::Chunk(pos..pos + len),
                         None => out.copy_from_slice(src),
                     }
+                    pos += len;
                 } else {
+                    let src = payload(csize)?;
                     codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape())
                         .map_err(|why| ChunkError::Codec {
                             block: j,
@@ -808,8 +859,8 @@ impl<'a> Chunk<'a> {
                             codec: codec.name(),
                             why,
                         })?;
+                    pos += csize;
                 }
-                pos += csize;
             }
         }
         Ok(())
