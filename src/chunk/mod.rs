@@ -616,11 +616,14 @@ impl<'a> Chunk<'a> {
             dst.copy_from_slice(&r[..dst.len()]);
             return Ok(());
         }
+        let short;
         let plan = if dst.len() == self.header.blocksize {
             // (Only the last block may be shorter, or have a stream more: not this one.)
-            self.full_block
+            // Borrowed: a copy of the plan was a `memcpy` call per block.
+            &self.full_block
         } else {
-            self.block_plan(dst.len(), self.header.is_leftover(j))
+            short = self.block_plan(dst.len(), self.header.is_leftover(j));
+            &short
         };
         if let Some(ts) = plan.plain {
             return self.decode_shuffled_planes(j, ts, plan.split, dst);
