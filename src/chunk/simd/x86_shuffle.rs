@@ -145,8 +145,8 @@ unsafe fn tiles_avx2<const S: usize>(rows: &[&[u8]], dst: &mut [u8], ne: usize) 
 /// `out[0..S]` in order, tile 2p + 1 the high lanes. Pairing registers k, k + 1 gives
 /// 32-byte stores (half as many as 16-byte ones). The stores go in address order, all of
 /// tile 2p before tile 2p + 1: alternating between the two tiles (each pair's low half,
-/// then its high half) left blocks 2.5–14 % slower on typesize 8, most where the output
-/// is not in cache yet (`benches/README.md`, session 25).
+/// then its high half) ran shuffled typesize-8 chunks 1.3–14 % slower
+/// (`benches/README.md`, session 25).
 ///
 /// # Safety
 /// AVX2; `dst` must have room for `(p + 1) * 32 * S` bytes.
