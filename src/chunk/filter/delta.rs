@@ -67,9 +67,21 @@ fn running_xor<const W: usize>(buf: &mut [u8]) {
 
 /// Undoes delta on a block other than 0 in place, against the decoded block 0 `reference`.
 pub fn undelta_other(typesize: usize, buf: &mut [u8], reference: &[u8]) {
+    let end = other_extent(typesize, buf.len(), reference.len());
+    xor_with(&mut buf[..end], &reference[..end]);
+}
+
+/// How many leading bytes of a block of `len` bytes other than block 0 delta changes,
+/// against a block 0 of `reference_len` bytes: whole words only (`undelta_other` XORs
+/// exactly these; a caller undoing a block piece by piece XORs its part of them).
+pub fn other_extent(typesize: usize, len: usize, reference_len: usize) -> usize {
     let w = word_size(typesize);
-    let end = (buf.len() / w * w).min(reference.len());
-    for (b, r) in buf[..end].iter_mut().zip(&reference[..end]) {
+    (len / w * w).min(reference_len)
+}
+
+/// XORs `buf` with `reference`, byte by byte over the shorter of the two.
+pub fn xor_with(buf: &mut [u8], reference: &[u8]) {
+    for (b, r) in buf.iter_mut().zip(reference) {
         *b ^= r;
     }
 }
