@@ -108,6 +108,18 @@ enum Delta<'r> {
     Against(&'r [u8]),
 }
 
+impl<'r> Delta<'r> {
+    /// The DELTA block `j` undoes: block 0 its own running XOR, any other an XOR with the
+    /// decoded block 0 `reference`; `None` when that is needed and missing.
+    fn of_block(j: usize, reference: Option<&'r [u8]>) -> Option<Self> {
+        match (j, reference) {
+            (0, _) => Some(Delta::Block0),
+            (_, Some(r)) => Some(Delta::Against(r)),
+            (_, None) => None,
+        }
+    }
+}
+
 /// Output bytes unshuffled at a time before a DELTA against block 0 is undone on them.
 const DELTA_PIECE: usize = 16 * 1024;
 
@@ -173,10 +185,11 @@ impl std::ops::Deref for FilterOps {
 /// Undoes one DELTA in place on block `j`: block 0 against itself, the others against the
 /// decoded block 0 (`reference`).
 fn undelta_one(j: usize, ts: usize, reference: Option<&[u8]>, buf: &mut [u8]) -> ChunkResult<()> {
-    match (j, reference) {
-        (0, _) => filter::delta::undelta_block0(ts, buf),
-        (_, Some(r)) => filter::delta::undelta_other(ts, buf, r),
-        (_, None) => {
+    match Delta::of_block(j, reference) {
+        Some(Delta::Block0) => filter::delta::undelta_block0(ts, buf),
+        Some(Delta::Against(r)) => filter::delta::undelta_other(ts, buf, r),
+        Some(Delta::None) => {}
+        None => {
             return Err(ChunkError::InvalidArgument(
                 "DELTA needs the decoded block 0".into(),
             ));
@@ -678,13 +691,12 @@ impl<'a> Chunk<'a> {
             &short
         };
         if let Some(ts) = plan.plain {
-            // A DELTA after the shuffle needs block 0 for the other blocks (without it,
-            // the pipeline below reports that).
-            let delta = match (plan.ops.len() > 1, j, reference) {
-                (false, _, _) => Some(Delta::None),
-                (true, 0, _) => Some(Delta::Block0),
-                (true, _, Some(r)) => Some(Delta::Against(r)),
-                (true, _, None) => None,
+            // A second filter to undo is a DELTA (`plain_shuffle_split` admits no other).
+            // It needs block 0 for the other blocks; without it, the pipeline below
+            // reports that.
+            let delta = match plan.ops.len() > 1 {
+                false => Some(Delta::None),
+                true => Delta::of_block(j, reference),
             };
             if let Some(delta) = delta {
                 return self.decode_shuffled_planes(j, ts, plan.split, delta, dst);
