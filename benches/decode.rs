@@ -7,7 +7,10 @@
 //! C-Blosc2 on request. Each of several rounds visits every case and times C and Rust runs
 //! of it in turn, both decoding a page-aligned chunk into a reused page-aligned buffer, so
 //! the drift of a shared machine's speed hits both sides alike; each side's figure is its
-//! fastest run over all rounds (interference only slows runs down).
+//! fastest run over all rounds (interference only slows runs down). A third pair of
+//! columns times one thread with the caches cold: each run right after both sides touch
+//! every cache line of 96 MiB elsewhere, so the chunk and the output come from memory, as
+//! when a scan decodes a chunk it read long before.
 //! The table is printed at the end and written to `target/bench-data/decode-table.md`.
 
 use criterion::{Criterion, Throughput};
@@ -67,9 +70,11 @@ impl CReference {
         l.trim().to_string()
     }
 
-    /// C-Blosc2's fastest of `reps` decompressions of `case` on `threads` threads (s).
-    fn best_s(&mut self, case: &str, threads: usize, reps: usize) -> f64 {
-        writeln!(self.stdin, "{case} {threads} {reps}").unwrap();
+    /// C-Blosc2's fastest of `reps` decompressions of `case` on `threads` threads (s);
+    /// when `cold`, each right after evicting the caches, with no warm-up run.
+    fn best_s(&mut self, case: &str, threads: usize, reps: usize, cold: bool) -> f64 {
+        let mode = if cold { " cold" } else { "" };
+        writeln!(self.stdin, "{case} {threads} {reps}{mode}").unwrap();
         self.stdin.flush().unwrap();
         self.line().parse().expect("reference.py answers seconds")
     }
@@ -94,9 +99,31 @@ fn best_s(reps: usize, mut f: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// The fastest of `reps` runs of `f` in seconds, each right after a byte of every cache
+/// line of `evict` (three times the L3 cache) is read and written, with no warm-up run.
+/// (Not `fill`: glibc's `memset` writes that much with non-temporal stores, which pass the
+/// caches by and leave the chunk in them.)
+fn cold_s(reps: usize, evict: &mut [u8], mut f: impl FnMut()) -> f64 {
+    (0..reps)
+        .map(|_| {
+            for b in evict.iter_mut().step_by(64) {
+                *b = b.wrapping_add(1);
+            }
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 /// Rounds over every case, and runs of each side per case and round.
 const ROUNDS: usize = 12;
 const REPS: usize = 5;
+/// Every `COLD_EVERY`th round also times `COLD_REPS` cold runs of each side.
+const COLD_EVERY: usize = 4;
+const COLD_REPS: usize = 3;
+/// Bytes touched before a cold run, as `reference.py`'s `EVICT_BYTES`.
+const EVICT_BYTES: usize = 96 << 20;
 
 /// `n` zeroed bytes that start at a page boundary, as `reference.py` gives C-Blosc2 its
 /// chunk and output: both sides then decode with the same alignment (a `Vec` of 4 MiB
@@ -171,10 +198,12 @@ fn main() {
         });
         g.finish();
     }
-    // Per case, [C 1t, ours 1t, C all, ours all]: the fastest run of each side. Every
-    // round visits every case, so a case's runs are spread over the whole bench and a
-    // burst of load from other tenants, minutes long on this VM, cannot cover all of them.
-    let mut best = vec![[f64::INFINITY; 4]; cases.len()];
+    // Per case, [C 1t, ours 1t, C all, ours all, C 1t cold, ours 1t cold]: the fastest run
+    // of each side. Every round visits every case, so a case's runs are spread over the
+    // whole bench and a burst of load from other tenants, minutes long on this VM, cannot
+    // cover all of them.
+    let mut best = vec![[f64::INFINITY; 6]; cases.len()];
+    let mut evict = vec![0u8; EVICT_BYTES];
     for round in 0..ROUNDS {
         eprintln!("round {} of {ROUNDS}", round + 1);
         for (((name, _), chunk), (out, b)) in cases
@@ -183,12 +212,18 @@ fn main() {
             .zip(outs.iter_mut().zip(&mut best))
         {
             let out = out.bytes_mut();
-            let t = [
-                c_ref.best_s(name, 1, REPS),
+            let mut t = [
+                c_ref.best_s(name, 1, REPS, false),
                 best_s(REPS, || chunk.decode_into(out).unwrap()),
-                c_ref.best_s(name, threads, REPS),
+                c_ref.best_s(name, threads, REPS, false),
                 best_s(REPS, || chunk.decode_into_parallel(out, threads).unwrap()),
+                f64::INFINITY,
+                f64::INFINITY,
             ];
+            if round % COLD_EVERY == 0 {
+                t[4] = c_ref.best_s(name, 1, COLD_REPS, true);
+                t[5] = cold_s(COLD_REPS, &mut evict, || chunk.decode_into(out).unwrap());
+            }
             for (b, t) in b.iter_mut().zip(t) {
                 *b = b.min(t);
             }
@@ -199,17 +234,19 @@ fn main() {
         .zip(&chunks)
         .zip(&best)
         .map(|(((name, info), chunk), b)| {
-            let [c1, one, ca, all] = b.map(|t| chunk.nbytes() as f64 / t / 1e9);
+            let [c1, one, ca, all, cc, cold] = b.map(|t| chunk.nbytes() as f64 / t / 1e9);
             format!(
-                "| {name} | {:.1} | {one:.2} | {c1:.2} | {:.2}× | {all:.2} | {ca:.2} | {:.2}× |",
+                "| {name} | {:.1} | {one:.2} | {c1:.2} | {:.2}× | {all:.2} | {ca:.2} | {:.2}× \
+                 | {cold:.2} | {cc:.2} | {:.2}× |",
                 info["nbytes"].as_f64().unwrap() / info["cbytes"].as_f64().unwrap(),
                 one / c1,
-                all / ca
+                all / ca,
+                cold / cc
             )
         })
         .collect();
     let table = format!(
-        "| chunk (4 MiB, clevel 5) | ratio | ours 1t GB/s | C 1t GB/s | ours/C 1t | ours {threads}t GB/s | C {threads}t GB/s | ours/C {threads}t |\n|---|---|---|---|---|---|---|---|\n{}\n",
+        "| chunk (4 MiB, clevel 5) | ratio | ours 1t GB/s | C 1t GB/s | ours/C 1t | ours {threads}t GB/s | C {threads}t GB/s | ours/C {threads}t | ours 1t cold GB/s | C 1t cold GB/s | ours/C cold |\n|---|---|---|---|---|---|---|---|---|---|---|\n{}\n",
         rows.join("\n")
     );
     println!("\n{table}");
