@@ -120,8 +120,8 @@ fn cold_s(reps: usize, evict: &mut [u8], mut f: impl FnMut()) -> f64 {
 const ROUNDS: usize = 12;
 const REPS: usize = 5;
 /// Every `COLD_EVERY`th round also times `COLD_REPS` cold runs of each side.
-const COLD_EVERY: usize = 4;
-const COLD_REPS: usize = 3;
+const COLD_EVERY: usize = 2;
+const COLD_REPS: usize = 4;
 /// Bytes touched before a cold run, as `reference.py`'s `EVICT_BYTES`.
 const EVICT_BYTES: usize = 96 << 20;
 
