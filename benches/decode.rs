@@ -10,7 +10,9 @@
 //! fastest run over all rounds (interference only slows runs down). A third pair of
 //! columns times one thread with the caches cold: each run right after both sides touch
 //! every cache line of 96 MiB elsewhere, so the chunk and the output come from memory, as
-//! when a scan decodes a chunk it read long before.
+//! when a scan decodes a chunk it read long before. (On the VM of session 26 that did not
+//! evict everything: stored-raw chunks, a `memcpy` on both sides, read 0.5–1.3× C there;
+//! see `benches/README.md` before reading anything from the column.)
 //! The table is printed at the end and written to `target/bench-data/decode-table.md`.
 
 use criterion::{Criterion, Throughput};
