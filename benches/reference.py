@@ -22,10 +22,9 @@ import sys
 import time
 
 # numpy backs arrays of 4 MiB or more with transparent huge pages (madvise), which the Rust
-# side's buffers, like the Arrow buffers a scan decodes into, do not get: with caches cold,
-# page walks then cost only our side (stored-raw chunks, a memcpy on both sides, read
-# 0.58-1.03x C cold, six of eight under 0.9x). Both sides use 4 KiB pages unless this is
-# set to 1.
+# side's buffers, like the Arrow buffers a scan decodes into, do not get. Both sides use
+# 4 KiB pages unless this is set to 1, so that page walks (many, with caches cold) cost
+# both alike.
 os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
 import numpy as np  # noqa: E402 (after the setting above, which numpy reads on import)
