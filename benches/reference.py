@@ -12,7 +12,8 @@ runs of the same chunk (this machine's speed drifts over minutes): each stdin li
 "CASE NTHREADS REPS" is answered with one line, the fastest of REPS decompressions into a
 reused buffer, in seconds (as the Rust side decodes into a reused buffer). A line
 "CASE NTHREADS REPS cold" times each run right after touching every cache line of 96 MiB
-elsewhere, with no warm-up run: the chunk and the output buffer then come from memory.
+elsewhere, with no warm-up run, meant to leave the chunk and the output buffer in memory
+only (on session 26's VM it did not quite: benches/README.md).
 
 Usage: reference.py OUTDIR [--serve]
 """
