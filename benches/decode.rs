@@ -9,10 +9,10 @@
 //! the drift of a shared machine's speed hits both sides alike; each side's figure is its
 //! fastest run over all rounds (interference only slows runs down). A third pair of
 //! columns times one thread with the caches cold: each run right after both sides touch
-//! every cache line of 96 MiB elsewhere, so the chunk and the output come from memory, as
-//! when a scan decodes a chunk it read long before. (On the VM of session 26 that did not
-//! evict everything: stored-raw chunks, a `memcpy` on both sides, read 0.5–1.3× C there;
-//! see `benches/README.md` before reading anything from the column.)
+//! every cache line of 384 MiB elsewhere (`B2_EVICT_MIB` changes it), so the chunk and the
+//! output come from memory, as when a scan decodes a chunk it read long before. Stored-raw
+//! chunks, one `memcpy` on both sides, are the column's control: with 96 MiB they read
+//! 0.5–1.3× C on session 26's VM, whose caches kept more than that; with 384 MiB, 1.0–1.1×.
 //! The table is printed at the end and written to `target/bench-data/decode-table.md`.
 
 use criterion::{Criterion, Throughput};
@@ -102,7 +102,7 @@ fn best_s(reps: usize, mut f: impl FnMut()) -> f64 {
 }
 
 /// The fastest of `reps` runs of `f` in seconds, each right after a byte of every cache
-/// line of `evict` (three times the L3 cache) is read and written, with no warm-up run.
+/// line of `evict` is read and written, with no warm-up run.
 /// (Not `fill`: glibc's `memset` writes that much with non-temporal stores, which pass the
 /// caches by and leave the chunk in them.)
 fn cold_s(reps: usize, evict: &mut [u8], mut f: impl FnMut()) -> f64 {
@@ -124,8 +124,10 @@ const REPS: usize = 5;
 /// Every `COLD_EVERY`th round also times `COLD_REPS` cold runs of each side.
 const COLD_EVERY: usize = 2;
 const COLD_REPS: usize = 4;
-/// Bytes touched before a cold run, as `reference.py`'s `EVICT_BYTES`.
-const EVICT_BYTES: usize = 96 << 20;
+/// Bytes touched before a cold run (`B2_EVICT_MIB` overrides it, for both sides), as
+/// `reference.py`'s `EVICT_BYTES`: 96 MiB, three times the L3 this VM reports, left data
+/// in its caches.
+const EVICT_BYTES: usize = 384 << 20;
 
 /// `n` zeroed bytes that start at a page boundary, as `reference.py` gives C-Blosc2 its
 /// chunk and output: both sides then decode with the same alignment (a `Vec` of 4 MiB
@@ -205,7 +207,10 @@ fn main() {
     // whole bench and a burst of load from other tenants, minutes long on this VM, cannot
     // cover all of them.
     let mut best = vec![[f64::INFINITY; 6]; cases.len()];
-    let mut evict = vec![0u8; EVICT_BYTES];
+    let evict_bytes = std::env::var("B2_EVICT_MIB").map_or(EVICT_BYTES, |m| {
+        m.parse::<usize>().expect("B2_EVICT_MIB in MiB") << 20
+    });
+    let mut evict = vec![0u8; evict_bytes];
     for round in 0..ROUNDS {
         eprintln!("round {} of {ROUNDS}", round + 1);
         for (((name, _), chunk), (out, b)) in cases
