@@ -100,20 +100,15 @@ def serve(out):
             # Each run after a byte of every cache line of EVICT_BYTES elsewhere is read and
             # written (not a fill: memset writes that much with non-temporal stores, which
             # leave the caches as they were): the chunk and the output then come from
-            # memory, as the bench's cold column times the Rust side.
+            # memory, as the bench's cold column times the Rust side. No warm-up run.
             if evict is None:
                 evict = np.zeros(EVICT_BYTES, dtype="u1")
-            times = []
-            for _ in range(int(reps)):
-                evict[::64] += 1
-                t = time.perf_counter()
-                blosc2.decompress(chunk, dst=dst)
-                times.append(time.perf_counter() - t)
-            print(min(times), flush=True)
-            continue
-        blosc2.decompress(chunk, dst=dst)
+        else:
+            blosc2.decompress(chunk, dst=dst)
         times = []
         for _ in range(int(reps)):
+            if cold:
+                evict[::64] += 1
             t = time.perf_counter()
             blosc2.decompress(chunk, dst=dst)
             times.append(time.perf_counter() - t)

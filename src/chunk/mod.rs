@@ -694,9 +694,10 @@ impl<'a> Chunk<'a> {
             // A second filter to undo is a DELTA (`plain_shuffle_split` admits no other).
             // It needs block 0 for the other blocks; without it, the pipeline below
             // reports that.
-            let delta = match plan.ops.len() > 1 {
-                false => Some(Delta::None),
-                true => Delta::of_block(j, reference),
+            let delta = if plan.ops.len() > 1 {
+                Delta::of_block(j, reference)
+            } else {
+                Some(Delta::None)
             };
             if let Some(delta) = delta {
                 return self.decode_shuffled_planes(j, ts, plan.split, delta, dst);
