@@ -92,7 +92,7 @@ pub fn decompress_into(src: &[u8], out: &mut [u8]) -> Result<(), BloscLzError> {
                     if k > n - op {
                         return err(ip, "literal run overruns the output");
                     }
-                    out[op..op + k].copy_from_slice(&src[ip..ip + k]);
+                    super::copy_upto32(&mut out[op..op + k], &src[ip..ip + k]);
                 }
                 ip += k;
                 op += k;
