@@ -328,7 +328,7 @@ mod tests {
         let src = crate::chunk::random_bytes(&mut seed, 64);
         for k in 0..=32 {
             for at in [0, 1, 7, 16] {
-                let mut buf = vec![0xAAu8; 80];
+                let mut buf = [0xAAu8; 80];
                 copy_upto32(&mut buf[at..at + k], &src[at..at + k]);
                 assert_eq!(buf[at..at + k], src[at..at + k], "len {k} at {at}");
                 assert!(buf[..at].iter().all(|&b| b == 0xAA), "len {k} at {at}");
