@@ -89,27 +89,21 @@ impl Drop for CReference {
     }
 }
 
-/// The fastest of `reps` runs of `f` in seconds (after one warm-up run).
-fn best_s(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    (0..reps)
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
-/// The fastest of `reps` runs of `f` in seconds, each right after a byte of every cache
-/// line of `evict` is read and written, with no warm-up run.
+/// The fastest of `reps` runs of `f` in seconds: after one warm-up run, or with `evict`
+/// ("cold"), each run right after a byte of every cache line of `evict` is read and
+/// written, with no warm-up run, as `CReference::best_s` asks of the C side.
 /// (Not `fill`: glibc's `memset` writes that much with non-temporal stores, which pass the
 /// caches by and leave the chunk in them.)
-fn cold_s(reps: usize, evict: &mut [u8], mut f: impl FnMut()) -> f64 {
+fn best_s(reps: usize, mut evict: Option<&mut [u8]>, mut f: impl FnMut()) -> f64 {
+    if evict.is_none() {
+        f();
+    }
     (0..reps)
         .map(|_| {
-            for b in evict.iter_mut().step_by(64) {
-                *b = b.wrapping_add(1);
+            if let Some(evict) = evict.as_deref_mut() {
+                for b in evict.iter_mut().step_by(64) {
+                    *b = b.wrapping_add(1);
+                }
             }
             let s = Instant::now();
             f();
@@ -221,15 +215,19 @@ fn main() {
             let out = out.bytes_mut();
             let mut t = [
                 c_ref.best_s(name, 1, REPS, false),
-                best_s(REPS, || chunk.decode_into(out).unwrap()),
+                best_s(REPS, None, || chunk.decode_into(out).unwrap()),
                 c_ref.best_s(name, threads, REPS, false),
-                best_s(REPS, || chunk.decode_into_parallel(out, threads).unwrap()),
+                best_s(REPS, None, || {
+                    chunk.decode_into_parallel(out, threads).unwrap()
+                }),
                 f64::INFINITY,
                 f64::INFINITY,
             ];
             if round % COLD_EVERY == 0 {
                 t[4] = c_ref.best_s(name, 1, COLD_REPS, true);
-                t[5] = cold_s(COLD_REPS, &mut evict, || chunk.decode_into(out).unwrap());
+                t[5] = best_s(COLD_REPS, Some(&mut evict), || {
+                    chunk.decode_into(out).unwrap()
+                });
             }
             for (b, t) in b.iter_mut().zip(t) {
                 *b = b.min(t);
