@@ -161,10 +161,23 @@ const BATCH_BYTES: usize = 32 * 1024;
 const MAX_BATCH: usize = 64;
 
 thread_local! {
-    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
-    /// All zeros, as long as the longest all-zero plane seen: such planes (the high bytes
-    /// of small integers) are unshuffled from here instead of being zeroed per block.
-    static ZEROS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Per-thread buffers of the block decoders, in one cell (one thread-local access a
+    /// block): two block-sized scratch buffers, and all zeros as long as the longest
+    /// all-zero plane seen (such planes, the high bytes of small integers, are unshuffled
+    /// from there instead of being zeroed per block).
+    static SCRATCH: RefCell<Scratch> = const {
+        RefCell::new(Scratch { a: Vec::new(), b: Vec::new(), zeros: Vec::new() })
+    };
+}
+
+/// The buffers in [`SCRATCH`].
+struct Scratch {
+    /// Block scratch.
+    a: Vec<u8>,
+    /// Second block scratch, for pipelines of two out-of-place filters.
+    b: Vec<u8>,
+    /// All zeros (never written other than by growing).
+    zeros: Vec<u8>,
 }
 
 /// The filters a block undoes as `(slot, filter)`, slot 5 → 0: at most the header's six,
@@ -209,16 +222,16 @@ fn grown(v: &mut Vec<u8>, len: usize) -> &mut [u8] {
     &mut v[..len]
 }
 
-/// Where the bytes of one stream of a block are, when the decoder may leave them in place.
-#[derive(Debug, Clone, Default)]
-enum PlaneAt {
-    /// Decoded into its place in the block scratch.
-    #[default]
-    Scratch,
-    /// Stored uncompressed: this byte range of the chunk.
-    Chunk(Range<usize>),
-    /// All zeros (a zero run stream).
+/// One stream of a block, as its size word says (`spec/chunk.md` §6).
+enum Stream<'b> {
+    /// All zeros (size 0).
     Zeros,
+    /// One byte repeated (a negative size and a run token).
+    Run(u8),
+    /// Stored uncompressed: these chunk bytes.
+    Raw(&'b [u8]),
+    /// Compressed by the chunk's codec: these chunk bytes.
+    Coded(&'b [u8]),
 }
 
 fn read_i32(buf: &[u8], at: usize, what: &'static str) -> ChunkResult<i32> {
@@ -704,7 +717,7 @@ impl<'a> Chunk<'a> {
             }
         }
         self.run_pipeline(j, dst, reference, &plan.ops, |raw| {
-            self.decode_streams(j, plan.split, raw, None)
+            self.decode_streams(j, plan.split, raw)
         })
     }
 
@@ -781,29 +794,49 @@ impl<'a> Chunk<'a> {
         let ne = split.neblock;
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
-            let scratch = grown(&mut guard.0, dst.len());
-            let mut at: [PlaneAt; 16] = Default::default();
-            self.decode_streams(j, split, scratch, Some(&mut at[..ts]))?;
-            ZEROS.with(|zeros| {
-                let mut zeros = zeros.borrow_mut();
-                if zeros.len() < ne && at.iter().any(|a| matches!(a, PlaneAt::Zeros)) {
-                    zeros.resize(ne, 0);
-                }
-                let mut rows: [&[u8]; 16] = [&[]; 16];
-                for (k, row) in rows.iter_mut().take(ts).enumerate() {
-                    *row = match &at[k] {
-                        PlaneAt::Chunk(r) => &self.buf[r.clone()],
-                        PlaneAt::Zeros => &zeros[..ne],
-                        PlaneAt::Scratch => &scratch[k * ne..(k + 1) * ne],
-                    };
-                }
-                match delta {
-                    Delta::None => filter::shuffle::unshuffle_rows(&rows[..ts], dst),
-                    _ => unshuffle_then_undelta(&rows[..ts], dst, delta),
-                }
-            });
+            let Scratch { a, zeros, .. } = &mut *guard;
+            let scratch = grown(a, dst.len());
+            let zeros: &[u8] = grown(zeros, ne);
+            let mut rows: [&[u8]; 16] = [&[]; 16];
+            self.decode_planes(j, ne, scratch, zeros, &mut rows[..ts])?;
+            match delta {
+                Delta::None => filter::shuffle::unshuffle_rows(&rows[..ts], dst),
+                _ => unshuffle_then_undelta(&rows[..ts], dst, delta),
+            }
             Ok(())
         })
+    }
+
+    /// The planes of block `j` (one stream of `ne` bytes each, as many as `rows`) into
+    /// `rows`: a plane stored raw is its bytes in the chunk, an all-zero one `zeros`, any
+    /// other is decoded into its place in `scratch`.
+    fn decode_planes<'p>(
+        &'p self,
+        j: usize,
+        ne: usize,
+        scratch: &'p mut [u8],
+        zeros: &'p [u8],
+        rows: &mut [&'p [u8]],
+    ) -> ChunkResult<()> {
+        let mut pos = self.block_start(j)?;
+        // (`ne` is at least 1: a plain split has whole elements; `max` keeps that local.)
+        for (row, plane) in rows.iter_mut().zip(scratch.chunks_exact_mut(ne.max(1))) {
+            let (stream, next) = self.stream_at(j, pos, ne)?;
+            *row = match stream {
+                Stream::Zeros => zeros,
+                Stream::Run(v) => {
+                    plane.fill(v);
+                    plane
+                }
+                Stream::Raw(src) => src,
+                Stream::Coded(src) => {
+                    self.decode_stream(j, pos, src, plane)?;
+                    plane
+                }
+            };
+            pos = next;
+        }
+        Ok(())
     }
 
     /// Fills a block with its streams (`fill`), then undoes the filters `ops`
@@ -834,7 +867,7 @@ impl<'a> Chunk<'a> {
         }
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
-            let (a, b) = &mut *guard;
+            let Scratch { a, b, .. } = &mut *guard;
             let (mut cur, mut other) = (grown(a, bsize), grown(b, bsize));
             fill(cur)?;
             for (k, &(slot, f)) in ops[..in_place_from].iter().enumerate() {
@@ -865,89 +898,95 @@ impl<'a> Chunk<'a> {
     }
 
     /// Concatenates the streams of block `j`, split as `split` says, into `raw` (the
-    /// block's size; `spec/chunk.md` §5–6). With `planes`, a stream kept uncompressed or all
-    /// zeros is not written: where its bytes are is recorded in `planes[stream]` instead.
-    fn decode_streams(
-        &self,
-        j: usize,
-        split: StreamSplit,
-        raw: &mut [u8],
-        mut planes: Option<&mut [PlaneAt]>,
-    ) -> ChunkResult<()> {
-        let h = &self.header;
-        let codec = self.codec.expect("parse sets the codec of block chunks");
+    /// block's size; `spec/chunk.md` §5–6).
+    fn decode_streams(&self, j: usize, split: StreamSplit, raw: &mut [u8]) -> ChunkResult<()> {
         let StreamSplit { ns, neblock, rem } = split;
         debug_assert_eq!(raw.len(), ns * neblock + rem, "the split is of this block");
-        let mut pos = read_i32(self.buf, h.header_len + 4 * j, "bstarts entry")? as usize;
+        let mut pos = self.block_start(j)?;
         for s in 0..split.streams() {
-            let csize = read_i32(self.buf, pos, "stream size")?;
-            let at = pos;
-            pos += 4;
             let len = if s < ns { neblock } else { rem };
             let out = &mut raw[s * neblock..s * neblock + len];
-            if csize <= 0 && !h.is_extended() {
-                return Err(ChunkError::BadBlock {
-                    block: j,
-                    at,
-                    why: format!("stream size {csize} in a Blosc1 chunk"),
-                });
+            let (stream, next) = self.stream_at(j, pos, len)?;
+            match stream {
+                Stream::Zeros => out.fill(0),
+                Stream::Run(v) => out.fill(v),
+                Stream::Raw(src) => out.copy_from_slice(src),
+                Stream::Coded(src) => self.decode_stream(j, pos, src, out)?,
             }
-            if csize == 0 {
-                match planes.as_deref_mut().and_then(|a| a.get_mut(s)) {
-                    Some(slot) => *slot = PlaneAt::Zeros,
-                    None => out.fill(0),
-                }
-            } else if csize < 0 {
-                let token = *self.buf.get(pos).ok_or(ChunkError::Truncated {
-                    what: "run token",
-                    at: pos,
-                    need: 1,
-                    have: 0,
-                })?;
-                pos += 1;
-                if token & 1 == 0 || token & !1 != 0 || csize < -255 {
-                    return Err(ChunkError::BadBlock {
-                        block: j,
-                        at,
-                        why: format!("invalid run stream (csize {csize}, token {token:#x})"),
-                    });
-                }
-                out.fill((-csize) as u8);
-            } else {
-                let csize = csize as usize;
-                let payload = |need: usize| {
-                    self.buf.get(pos..pos + need).ok_or(ChunkError::Truncated {
-                        what: "stream payload",
-                        at: pos,
-                        need,
-                        have: self.buf.len().saturating_sub(pos),
-                    })
-                };
-                if csize == len {
-                    // Stored raw. The next stream starts `len` bytes on, a length known
-                    // before this size was read: with the branch predicted, the next
-                    // size's load need not wait for this one (`len`, not `csize`; float64
-                    // in 4 KiB blocks, six planes of eight stored raw: +5 to +7 %).
-                    let src = payload(len)?;
-                    match planes.as_deref_mut().and_then(|a| a.get_mut(s)) {
-                        Some(slot) => *slot = PlaneAt::Chunk(pos..pos + len),
-                        None => out.copy_from_slice(src),
-                    }
-                    pos += len;
-                } else {
-                    let src = payload(csize)?;
-                    codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape())
-                        .map_err(|why| ChunkError::Codec {
-                            block: j,
-                            at,
-                            codec: codec.name(),
-                            why,
-                        })?;
-                    pos += csize;
-                }
-            }
+            pos = next;
         }
         Ok(())
+    }
+
+    /// Where block `j`'s first stream starts (its `bstarts` entry).
+    fn block_start(&self, j: usize) -> ChunkResult<usize> {
+        Ok(read_i32(self.buf, self.header.header_len + 4 * j, "bstarts entry")? as usize)
+    }
+
+    /// The stream at `pos` of block `j`, which decodes to `len` bytes, and where the
+    /// stream after it starts.
+    #[inline(always)]
+    fn stream_at(&self, j: usize, pos: usize, len: usize) -> ChunkResult<(Stream<'_>, usize)> {
+        let csize = read_i32(self.buf, pos, "stream size")?;
+        let body = pos + 4;
+        let payload = |need: usize| {
+            self.buf
+                .get(body..body + need)
+                .ok_or(ChunkError::Truncated {
+                    what: "stream payload",
+                    at: body,
+                    need,
+                    have: self.buf.len().saturating_sub(body),
+                })
+        };
+        if csize > 0 {
+            let csize = csize as usize;
+            if csize == len {
+                // Stored raw. The next stream starts `len` bytes on, a length known before
+                // this size was read: with the branch predicted, the next size's load need
+                // not wait for this one (`len`, not `csize`; float64 in 4 KiB blocks, six
+                // planes of eight stored raw: +5 to +7 %).
+                return Ok((Stream::Raw(payload(len)?), body + len));
+            }
+            return Ok((Stream::Coded(payload(csize)?), body + csize));
+        }
+        if !self.header.is_extended() {
+            return Err(ChunkError::BadBlock {
+                block: j,
+                at: pos,
+                why: format!("stream size {csize} in a Blosc1 chunk"),
+            });
+        }
+        if csize == 0 {
+            return Ok((Stream::Zeros, body));
+        }
+        let token = *self.buf.get(body).ok_or(ChunkError::Truncated {
+            what: "run token",
+            at: body,
+            need: 1,
+            have: 0,
+        })?;
+        if token & 1 == 0 || token & !1 != 0 || csize < -255 {
+            return Err(ChunkError::BadBlock {
+                block: j,
+                at: pos,
+                why: format!("invalid run stream (csize {csize}, token {token:#x})"),
+            });
+        }
+        Ok((Stream::Run((-csize) as u8), body + 1))
+    }
+
+    /// Decodes the compressed stream `src` of block `j` (its size word at `at`) into `out`.
+    fn decode_stream(&self, j: usize, at: usize, src: &[u8], out: &mut [u8]) -> ChunkResult<()> {
+        let codec = self.codec.expect("parse sets the codec of block chunks");
+        codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape()).map_err(|why| {
+            ChunkError::Codec {
+                block: j,
+                at,
+                codec: codec.name(),
+                why,
+            }
+        })
     }
 }
 

@@ -260,27 +260,35 @@ pub(crate) fn period_word(before: u64, dist: usize) -> u64 {
 pub(crate) fn copy_short_period(out: &mut [u8], op: usize, dist: usize, len: usize) {
     debug_assert!((1..=8).contains(&dist) && dist <= op && op + len + 16 <= out.len());
     let from = op - dist;
-    // The first `dist` bytes repeated over a word; `from + 8 <= op + 8` is in bounds.
-    let w = u64::from_le_bytes(out[from..from + 8].try_into().expect("8 bytes"));
-    let word = ((w & (u64::MAX >> (64 - 8 * dist))).wrapping_mul(REPEAT[dist])).to_le_bytes();
     if matches!(dist, 1 | 2 | 4 | 8) {
+        // The period's bytes loaded at their own width, so that the load lies within
+        // the last store that wrote them (a wider one spanning two stores waits for them).
+        let unit = match dist {
+            1 => u64::from(out[from]),
+            2 => u64::from(u16::from_le_bytes([out[from], out[from + 1]])),
+            4 => u64::from(u32::from_le_bytes(
+                out[from..op].try_into().expect("4 bytes"),
+            )),
+            _ => u64::from_le_bytes(out[from..op].try_into().expect("8 bytes")),
+        };
+        let word = unit.wrapping_mul(REPEAT[dist]).to_le_bytes();
         let mut p16 = [0u8; 16];
         p16[..8].copy_from_slice(&word);
         p16[8..].copy_from_slice(&word);
-        let mut k = 0;
-        while k < len {
-            out[op + k..op + k + 16].copy_from_slice(&p16);
-            k += 16;
+        // Cut once: `op + len + 16 <= out.len()` leaves room for whole pieces.
+        for piece in out[op..op + len.next_multiple_of(16)].chunks_exact_mut(16) {
+            piece.copy_from_slice(&p16);
         }
         return;
     }
-    out[op..op + 8].copy_from_slice(&word);
-    let d = [0, 0, 0, 9, 0, 10, 12, 14][dist];
-    let mut k = 8;
-    while k < len {
-        let w: [u8; 8] = out[op + k - d..op + k - d + 8].try_into().expect("8 bytes");
-        out[op + k..op + k + 8].copy_from_slice(&w);
-        k += 8;
+    // The first `dist` bytes repeated over a word; `from + 8 <= op + 8` is in bounds.
+    let w = u64::from_le_bytes(out[from..from + 8].try_into().expect("8 bytes"));
+    let mut word = (w & (u64::MAX >> (64 - 8 * dist))).wrapping_mul(REPEAT[dist]);
+    // Each next word from the one before, in registers: loading it from `d` back would
+    // span two of the stores just made, and wait for them.
+    for piece in out[op..op + len.next_multiple_of(8)].chunks_exact_mut(8) {
+        piece.copy_from_slice(&word.to_le_bytes());
+        word = period_word(word, dist);
     }
 }
 
