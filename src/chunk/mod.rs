@@ -628,13 +628,12 @@ impl<'a> Chunk<'a> {
 
     fn decode_vl(&self, out: &mut [u8]) -> ChunkResult<()> {
         let h = &self.header;
-        let codec = self.codec.expect("parse sets the codec of block chunks");
         let n = h.nblocks();
         let mut written = 0usize;
         for j in 0..n {
-            let start = read_i32(self.buf, h.header_len + 4 * j, "bstarts entry")? as usize;
+            let start = self.block_start(j)?;
             let end = if j + 1 < n {
-                read_i32(self.buf, h.header_len + 4 * (j + 1), "bstarts entry")? as usize
+                self.block_start(j + 1)?
             } else {
                 h.cbytes
             };
@@ -665,13 +664,7 @@ impl<'a> Chunk<'a> {
                     raw.copy_from_slice(payload);
                     Ok(())
                 } else {
-                    codec::decompress_stream(codec, payload, raw, self.dict.as_ref(), self.shape())
-                        .map_err(|why| ChunkError::Codec {
-                            block: j,
-                            at: start + 4,
-                            codec: codec.name(),
-                            why,
-                        })
+                    self.decode_stream(j, start + 4, payload, raw)
                 }
             })?;
             written += ublock;
@@ -976,7 +969,8 @@ impl<'a> Chunk<'a> {
         Ok((Stream::Run((-csize) as u8), body + 1))
     }
 
-    /// Decodes the compressed stream `src` of block `j` (its size word at `at`) into `out`.
+    /// Decodes the compressed stream `src` of block `j` into `out`; errors name chunk
+    /// offset `at` (the stream's size word, or a VL block's payload).
     fn decode_stream(&self, j: usize, at: usize, src: &[u8], out: &mut [u8]) -> ChunkResult<()> {
         let codec = self.codec.expect("parse sets the codec of block chunks");
         codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape()).map_err(|why| {
