@@ -15,6 +15,7 @@ pub mod codec;
 mod error;
 pub mod filter;
 mod header;
+mod opening;
 pub mod simd;
 
 pub use error::{ChunkError, ChunkResult};
@@ -61,6 +62,9 @@ struct BlockPlan {
     ops: FilterOps,
     /// The typesize when the block is a plain byte-plane shuffle.
     plain: Option<usize>,
+    /// The typesize when the block is one SHUFFLE of it over a single LZ4 stream without a
+    /// dictionary (`Chunk::unsplit_lz4_shuffle`, in `opening.rs`).
+    unsplit: Option<usize>,
     /// How the block's bytes split into streams.
     split: StreamSplit,
 }
@@ -696,6 +700,11 @@ impl<'a> Chunk<'a> {
             short = self.block_plan(dst.len(), self.header.is_leftover(j));
             &short
         };
+        if let Some(ts) = plan.unsplit
+            && self.decode_opening_planes(j, ts, dst)?
+        {
+            return Ok(());
+        }
         if let Some(ts) = plan.plain {
             // A second filter to undo is a DELTA (`plain_shuffle_split` admits no other).
             // It needs block 0 for the other blocks; without it, the pipeline below
@@ -717,10 +726,12 @@ impl<'a> Chunk<'a> {
     /// How a block of `bsize` bytes (the chunk's short last one when `leftover`) is decoded.
     fn block_plan(&self, bsize: usize, leftover: bool) -> BlockPlan {
         let ops = self.filters_to_undo(bsize);
+        let split = StreamSplit::of(&self.header, bsize, leftover);
         BlockPlan {
             ops,
             plain: self.plain_shuffle_split(leftover, bsize, &ops),
-            split: StreamSplit::of(&self.header, bsize, leftover),
+            unsplit: self.unsplit_lz4_shuffle(split.streams(), bsize, &ops),
+            split,
         }
     }
 

@@ -1,13 +1,15 @@
 //! Differential test against the reference: python-blosc2 4.14.1 (C-Blosc2 3.3.5) compresses
 //! random data with random codec / filters / typesize / blocksize / clevel / splitmode, and
 //! our decoder must return the bytes C-Blosc2 returns. Seeded; the seed is printed, and
-//! `B2_DIFF_SEED` replays a run. Needs `B2_PYTHON` (set by `.ci/run`) or a `python3` with
-//! blosc2; under CI a missing reference is a failure, elsewhere it prints "skipped".
+//! `B2_DIFF_SEED` replays a run and `B2_DIFF_CASES` sets how many cases it draws (400 by
+//! default). Needs `B2_PYTHON` (set by `.ci/run`) or a `python3` with blosc2; under CI a
+//! missing reference is a failure, elsewhere it prints "skipped".
 
 use crate::util::sha256_hex;
 use datafusion_blosc2::chunk::{Chunk, DecodeLimits};
 use std::process::Command;
 
+/// Cases per run unless `B2_DIFF_CASES` says otherwise.
 const CASES: u32 = 400;
 
 #[test]
@@ -35,7 +37,13 @@ fn random_chunks_match_c_blosc2() {
                 .map(|d| d.as_secs())
                 .unwrap_or(1)
         });
-    eprintln!("differential test: seed {seed} ({CASES} cases; replay with B2_DIFF_SEED={seed})");
+    let cases: u32 = std::env::var("B2_DIFF_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(CASES);
+    eprintln!(
+        "differential test: seed {seed} ({cases} cases; replay with B2_DIFF_SEED={seed} B2_DIFF_CASES={cases})"
+    );
     let dir = tempfile::tempdir().unwrap();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -45,7 +53,7 @@ fn random_chunks_match_c_blosc2() {
         .args([
             script,
             &seed.to_string(),
-            &CASES.to_string(),
+            &cases.to_string(),
             dir.path().to_str().unwrap(),
         ])
         .output()
@@ -87,7 +95,7 @@ fn random_chunks_match_c_blosc2() {
             Err(e) => failures.push(format!("{} ({}): {e}", f[0], f[3])),
         }
     }
-    assert_eq!(n, CASES as usize);
+    assert_eq!(n, cases as usize);
     eprintln!(
         "differential test: {} cases compared (undefined C tails masked), {refused} that C-Blosc2 itself refuses to decode",
         n - refused

@@ -27,6 +27,8 @@
 //! Measure changes here over several code placements (`benches/README.md`, session 18):
 //! the same machine code at another address runs up to 5 % apart.
 
+pub mod opening;
+
 #[cfg(doc)]
 use super::StreamShape;
 use super::{copy_run16, copy16};
@@ -72,6 +74,17 @@ fn extra_len(src: &[u8], ip: &mut usize) -> Result<usize, Lz4Error> {
 /// A stream that reads past its end, has a zero offset, refers before the dictionary, or
 /// produces more or fewer bytes than `out.len()`.
 pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
+    decompress_counted(src, out, dict, out.len())
+}
+
+/// [`decompress_into`] for the part of a stream after `counted - out.len()` output bytes
+/// decoded otherwise ([`opening`]): `WideHint` counts its matches over all `counted`.
+fn decompress_counted(
+    src: &[u8],
+    out: &mut [u8],
+    dict: &[u8],
+    counted: usize,
+) -> Result<(), Lz4Error> {
     WIDE_HINT.with(|hint| {
         let h = hint.get();
         if h.wide() || h.age >= 15 {
@@ -79,7 +92,7 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
             hint.set(WideHint {
                 long: h.long / 2 + at.long,
                 near: h.near / 2 + at.near,
-                bytes: h.bytes / 2 + out.len(),
+                bytes: h.bytes / 2 + counted,
                 age: 0,
             });
         } else {

@@ -103,13 +103,31 @@ pub fn decompress_stream(
                 StreamShape::Planes => lz4::decompress_into(src, out, dict),
                 StreamShape::Natural => lz4::decompress_natural_into(src, out, dict),
             }
-            .map_err(|e| format!("lz4: {} (input offset {})", e.why, e.at))
+            .map_err(lz4_message)
         }
         Codec::Zlib => inflate::zlib_decompress_into(src, out)
             .map_err(|e| format!("zlib: {} (input offset {})", e.why, e.at)),
         Codec::Zstd => zstd_decompress(src, out, dict),
         Codec::Snappy => Err("snappy streams are not supported (Blosc1-only codec)".into()),
     }
+}
+
+/// [`decompress_stream`] for an LZ4 stream of byte planes without a dictionary, its
+/// opening's long literal runs left in `src` ([`lz4::opening`]): the returned runs say
+/// which output bytes are still there.
+///
+/// # Errors
+/// As [`decompress_stream`].
+pub fn decompress_lz4_leaving_opening(
+    src: &[u8],
+    out: &mut [u8],
+) -> Result<lz4::opening::OpeningRuns, String> {
+    lz4::opening::decompress_leaving_opening(src, out).map_err(lz4_message)
+}
+
+/// What an LZ4 error says, with its input offset.
+fn lz4_message(e: lz4::Lz4Error) -> String {
+    format!("lz4: {} (input offset {})", e.why, e.at)
 }
 
 /// Copies an LZ77 match: `len` bytes at `op` from `dist` bytes back, where the source may

@@ -1,0 +1,125 @@
+//! Blocks of one SHUFFLE over a single LZ4 stream (python-blosc2's LZ4HC) whose stream
+//! opens with long literal runs: decoded with those runs left in the chunk
+//! ([`codec::lz4::opening`]) and unshuffled from wherever each plane's bytes lie.
+//!
+//! The block is unshuffled in segments of elements, cut where a plane passes from one run
+//! to other bytes (rounded out to 32 elements, the SIMD kernels' step). In a segment, a
+//! plane that lies inside one run is read from the chunk; any other is read from the
+//! scratch, after the run bytes it holds are copied there. Whole planes read from the
+//! chunk were first measured against copying every run (session 29 in
+//! `benches/README.md`).
+
+use super::{Chunk, ChunkError, ChunkResult, Codec, SCRATCH, Stream, codec, filter, grown};
+use codec::lz4::opening::{MAX_RUNS, OpeningRuns};
+
+/// Elements per step of the unshuffle kernels: segments are cut at multiples of it.
+const STEP: usize = 32;
+
+impl Chunk<'_> {
+    /// The typesize when a block of `bsize` bytes in `streams` streams, undoing `ops`, is
+    /// one SHUFFLE of the typesize over a single LZ4 stream with no tail and no chunk
+    /// dictionary, as python-blosc2 writes LZ4HC: [`Chunk::decode_opening_planes`] may then
+    /// leave the stream's opening runs in the chunk.
+    pub(super) fn unsplit_lz4_shuffle(
+        &self,
+        streams: usize,
+        bsize: usize,
+        ops: &[(usize, u8)],
+    ) -> Option<usize> {
+        let h = &self.header;
+        let ts = h.typesize as usize;
+        let &[(slot, 1)] = ops else {
+            return None;
+        };
+        let group = h.filters_meta[slot] as usize;
+        (self.codec == Some(Codec::Lz4)
+            && self.dict.is_none()
+            && (2..=16).contains(&ts)
+            && (group == 0 || group == ts)
+            && streams == 1
+            && bsize >= ts
+            && bsize.is_multiple_of(ts))
+        .then_some(ts)
+    }
+
+    /// Block `j` as [`Chunk::unsplit_lz4_shuffle`] describes it, when its stream opens
+    /// with a long literal run (see the module docs). False, with nothing done, when it
+    /// does not; the caller then decodes the block as usual.
+    pub(super) fn decode_opening_planes(
+        &self,
+        j: usize,
+        ts: usize,
+        dst: &mut [u8],
+    ) -> ChunkResult<bool> {
+        let pos = self.block_start(j)?;
+        let (Stream::Coded(src), _) = self.stream_at(j, pos, dst.len())? else {
+            return Ok(false);
+        };
+        if !codec::lz4::opening::opens_with_long_run(src) {
+            return Ok(false);
+        }
+        SCRATCH.with(|cell| {
+            let mut guard = cell.borrow_mut();
+            let scratch = grown(&mut guard.a, dst.len());
+            let left = codec::decompress_lz4_leaving_opening(src, scratch).map_err(|why| {
+                ChunkError::Codec {
+                    block: j,
+                    at: pos,
+                    codec: Codec::Lz4.name(),
+                    why,
+                }
+            })?;
+            unshuffle_segments(&left, src, scratch, ts, dst);
+            Ok(true)
+        })
+    }
+}
+
+/// Unshuffles the `ts` planes of `scratch` (one stream's output, the runs `left` still
+/// in `src`) into `dst`, segment by segment (see the module docs).
+fn unshuffle_segments(
+    left: &OpeningRuns,
+    src: &[u8],
+    scratch: &mut [u8],
+    ts: usize,
+    dst: &mut [u8],
+) {
+    let ne = dst.len() / ts;
+    // Two cuts per run boundary inside a plane, plus the block's ends.
+    let mut cuts = [0usize; 4 * MAX_RUNS + 2];
+    let mut n = 0;
+    for b in left.boundaries() {
+        let e = b % ne;
+        if e != 0 && b < ts * ne {
+            cuts[n] = e / STEP * STEP;
+            cuts[n + 1] = e.next_multiple_of(STEP).min(ne);
+            n += 2;
+        }
+    }
+    cuts[n] = ne;
+    n += 1;
+    let cuts = &mut cuts[..n];
+    cuts.sort_unstable();
+    let mut e0 = 0;
+    for &e1 in cuts.iter() {
+        if e1 <= e0 {
+            continue;
+        }
+        let len = e1 - e0;
+        for k in 0..ts {
+            let at = k * ne + e0;
+            if left.in_input(src, at, len).is_none() {
+                left.settle(src, &mut scratch[at..at + len], at);
+            }
+        }
+        let mut rows: [&[u8]; 16] = [&[]; 16];
+        for (k, row) in rows[..ts].iter_mut().enumerate() {
+            let at = k * ne + e0;
+            *row = left
+                .in_input(src, at, len)
+                .unwrap_or(&scratch[at..at + len]);
+        }
+        filter::shuffle::unshuffle_rows(&rows[..ts], &mut dst[e0 * ts..e1 * ts]);
+        e0 = e1;
+    }
+}
