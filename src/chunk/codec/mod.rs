@@ -1,7 +1,9 @@
 //! One decompressor per codec: `&[u8]` stream in, exactly `out.len()` bytes out.
 //!
 //! BloscLZ, LZ4 and zlib are ours (`blosclz.rs`, `lz4.rs`, `inflate/`, sharing
-//! `copy_match`); Zstd is the `zstd` crate. Stream forms: `spec/codecs.md` §2.
+//! `copy_match`; `lz4/opening.rs` leaves the long literal runs that open an unsplit
+//! shuffled LZ4 block in the chunk); Zstd is the `zstd` crate. Stream forms:
+//! `spec/codecs.md` §2.
 
 pub mod blosclz;
 pub mod inflate;

@@ -21,7 +21,7 @@
 use super::{Lz4Error, copy_any, decompress_counted, err, extra_len};
 
 /// The shortest literal run left in the input; the opening ends at the first shorter one.
-const MIN_RUN: usize = 4096;
+pub const MIN_RUN: usize = 4096;
 
 /// The most runs one opening leaves; it ends after them.
 pub const MAX_RUNS: usize = 16;
