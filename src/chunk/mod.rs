@@ -984,14 +984,18 @@ impl<'a> Chunk<'a> {
     /// offset `at` (the stream's size word, or a VL block's payload).
     fn decode_stream(&self, j: usize, at: usize, src: &[u8], out: &mut [u8]) -> ChunkResult<()> {
         let codec = self.codec.expect("parse sets the codec of block chunks");
-        codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape()).map_err(|why| {
-            ChunkError::Codec {
-                block: j,
-                at,
-                codec: codec.name(),
-                why,
-            }
-        })
+        codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape())
+            .map_err(codec_error(j, at, codec))
+    }
+}
+
+/// The error for what `codec` reported on block `j`'s stream at chunk offset `at`.
+fn codec_error(j: usize, at: usize, codec: Codec) -> impl FnOnce(String) -> ChunkError {
+    move |why| ChunkError::Codec {
+        block: j,
+        at,
+        codec: codec.name(),
+        why,
     }
 }
 

@@ -9,7 +9,7 @@
 //! chunk were first measured against copying every run (session 29 in
 //! `benches/README.md`).
 
-use super::{Chunk, ChunkError, ChunkResult, Codec, SCRATCH, Stream, codec, filter, grown};
+use super::{Chunk, ChunkResult, Codec, SCRATCH, Stream, codec, codec_error, filter, grown};
 use codec::lz4::opening::{MAX_RUNS, OpeningRuns};
 
 /// Elements per step of the unshuffle kernels: segments are cut at multiples of it.
@@ -61,14 +61,11 @@ impl Chunk<'_> {
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
             let scratch = grown(&mut guard.a, dst.len());
-            let left = codec::decompress_lz4_leaving_opening(src, scratch).map_err(|why| {
-                ChunkError::Codec {
-                    block: j,
-                    at: pos,
-                    codec: Codec::Lz4.name(),
-                    why,
-                }
-            })?;
+            let left = codec::decompress_lz4_leaving_opening(src, scratch).map_err(codec_error(
+                j,
+                pos,
+                Codec::Lz4,
+            ))?;
             unshuffle_segments(&left, src, scratch, ts, dst);
             Ok(true)
         })
@@ -85,12 +82,12 @@ fn unshuffle_segments(
     dst: &mut [u8],
 ) {
     let ne = dst.len() / ts;
-    // Two cuts per run boundary inside a plane, plus the block's ends.
-    let mut cuts = [0usize; 4 * MAX_RUNS + 2];
+    // Two cuts around each run boundary that falls inside a plane, then the planes' end.
+    let mut cuts = [0usize; 4 * MAX_RUNS + 1];
     let mut n = 0;
     for b in left.boundaries() {
         let e = b % ne;
-        if e != 0 && b < ts * ne {
+        if e != 0 {
             cuts[n] = e / STEP * STEP;
             cuts[n + 1] = e.next_multiple_of(STEP).min(ne);
             n += 2;
