@@ -300,5 +300,14 @@ mod tests {
         }
         check(&src, data.len() - 1);
         check(&src, data.len() + 1);
+        // Garbage after an opening run's length: whatever follows, the same verdict.
+        for k in 0..300 {
+            let mut junk = vec![0xF0];
+            junk.extend(std::iter::repeat_n(255, 16 + k % 3));
+            junk.push((k * 7) as u8);
+            let n = 4096 + xorshift(&mut seed) as usize % 8192;
+            junk.extend(random_bytes(&mut seed, n));
+            check(&junk, 4096 + 16 * 255 + k % 5000);
+        }
     }
 }
