@@ -745,17 +745,21 @@ impl<'a> Chunk<'a> {
         bsize: usize,
         ops: &[(usize, u8)],
     ) -> Option<usize> {
-        let h = &self.header;
-        let ts = h.typesize as usize;
         let (&[(slot, 1)] | &[(slot, 1), (_, 3)]) = ops else {
             return None;
         };
-        let group = h.filters_meta[slot] as usize;
-        ((2..=16).contains(&ts)
-            && (group == 0 || group == ts)
-            && h.nstreams(bsize, leftover) == ts
-            && bsize.is_multiple_of(ts))
-        .then_some(ts)
+        self.byte_planes(slot, bsize)
+            .filter(|&ts| self.header.nstreams(bsize, leftover) == ts)
+    }
+
+    /// The typesize when the SHUFFLE in filter slot `slot` moves whole elements of it
+    /// (group 0 or the typesize, of 2–16 bytes) in a block of `bsize` bytes that holds
+    /// whole elements: its byte planes are then the unshuffle's rows.
+    fn byte_planes(&self, slot: usize, bsize: usize) -> Option<usize> {
+        let ts = self.header.typesize as usize;
+        let group = self.header.filters_meta[slot] as usize;
+        ((2..=16).contains(&ts) && (group == 0 || group == ts) && bsize.is_multiple_of(ts))
+            .then_some(ts)
     }
 
     /// Filters to undo for a block of `bsize` bytes, slot 5 → 0, with the Blosc1 no-op

@@ -26,20 +26,12 @@ impl Chunk<'_> {
         bsize: usize,
         ops: &[(usize, u8)],
     ) -> Option<usize> {
-        let h = &self.header;
-        let ts = h.typesize as usize;
         let &[(slot, 1)] = ops else {
             return None;
         };
-        let group = h.filters_meta[slot] as usize;
-        (self.codec == Some(Codec::Lz4)
-            && self.dict.is_none()
-            && (2..=16).contains(&ts)
-            && (group == 0 || group == ts)
-            && streams == 1
-            && bsize >= ts
-            && bsize.is_multiple_of(ts))
-        .then_some(ts)
+        self.byte_planes(slot, bsize).filter(|&ts| {
+            self.codec == Some(Codec::Lz4) && self.dict.is_none() && streams == 1 && bsize >= ts
+        })
     }
 
     /// Block `j` as [`Chunk::unsplit_lz4_shuffle`] describes it, when its stream opens
@@ -103,18 +95,19 @@ fn unshuffle_segments(
             continue;
         }
         let len = e1 - e0;
-        for k in 0..ts {
+        // Each plane's bytes in the chunk when one run holds them; the others settled.
+        let mut in_chunk: [Option<&[u8]>; 16] = [None; 16];
+        for (k, slot) in in_chunk[..ts].iter_mut().enumerate() {
             let at = k * ne + e0;
-            if left.in_input(src, at, len).is_none() {
+            *slot = left.in_input(src, at, len);
+            if slot.is_none() {
                 left.settle(src, &mut scratch[at..at + len], at);
             }
         }
         let mut rows: [&[u8]; 16] = [&[]; 16];
         for (k, row) in rows[..ts].iter_mut().enumerate() {
             let at = k * ne + e0;
-            *row = left
-                .in_input(src, at, len)
-                .unwrap_or(&scratch[at..at + len]);
+            *row = in_chunk[k].unwrap_or(&scratch[at..at + len]);
         }
         filter::shuffle::unshuffle_rows(&rows[..ts], &mut dst[e0 * ts..e1 * ts]);
         e0 = e1;

@@ -89,9 +89,9 @@ fn settle_runs(runs: &[Run], src: &[u8], piece: &mut [u8], at: usize, to: usize)
     }
 }
 
-/// Whether the stream `src` opens with a literal run of at least [`MIN_RUN`] bytes (its
-/// token's literal nibble 15 and enough 255s after it), so that
-/// [`decompress_leaving_opening`] has something to leave.
+/// Whether the stream `src` can open with a literal run of [`MIN_RUN`] bytes or more: its
+/// token's literal nibble is 15 and the 16 length bytes after it are 255 (a run of at
+/// least 4,095 bytes; [`decompress_leaving_opening`] applies [`MIN_RUN`] itself).
 pub fn opens_with_long_run(src: &[u8]) -> bool {
     const FULL: usize = (MIN_RUN - 15) / 255;
     src.get(..FULL + 1)
