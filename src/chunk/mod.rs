@@ -16,11 +16,13 @@ mod error;
 pub mod filter;
 mod header;
 mod opening;
+mod run_rows;
 pub mod simd;
 
 pub use error::{ChunkError, ChunkResult};
 pub use header::{ChunkHeader, Codec, SpecialValue, compcode_name, filter_name};
 
+use run_rows::RunRows;
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::{Mutex, OnceLock};
@@ -166,11 +168,17 @@ const MAX_BATCH: usize = 64;
 
 thread_local! {
     /// Per-thread buffers of the block decoders, in one cell (one thread-local access a
-    /// block): two block-sized scratch buffers, and all zeros as long as the longest
+    /// block): two block-sized scratch buffers, all zeros as long as the longest
     /// all-zero plane seen (such planes, the high bytes of small integers, are unshuffled
-    /// from there instead of being zeroed per block).
+    /// from there instead of being zeroed per block), and rows of the bytes of planes
+    /// stored as runs ([`RunRows`]).
     static SCRATCH: RefCell<Scratch> = const {
-        RefCell::new(Scratch { a: Vec::new(), b: Vec::new(), zeros: Vec::new() })
+        RefCell::new(Scratch {
+            a: Vec::new(),
+            b: Vec::new(),
+            zeros: Vec::new(),
+            runs: RunRows::new(),
+        })
     };
 }
 
@@ -182,6 +190,8 @@ struct Scratch {
     b: Vec<u8>,
     /// All zeros (never written other than by growing).
     zeros: Vec<u8>,
+    /// Rows of one repeated byte, for planes stored as runs.
+    runs: RunRows,
 }
 
 /// The filters a block undoes as `(slot, filter)`, slot 5 → 0: at most the header's six,
@@ -802,11 +812,11 @@ impl<'a> Chunk<'a> {
         let ne = split.neblock;
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
-            let Scratch { a, zeros, .. } = &mut *guard;
+            let Scratch { a, zeros, runs, .. } = &mut *guard;
             let scratch = grown(a, dst.len());
             let zeros: &[u8] = grown(zeros, ne);
             let mut rows: [&[u8]; 16] = [&[]; 16];
-            self.decode_planes(j, ne, scratch, zeros, &mut rows[..ts])?;
+            self.decode_planes(j, ne, scratch, zeros, runs, &mut rows[..ts])?;
             match delta {
                 Delta::None => filter::shuffle::unshuffle_rows(&rows[..ts], dst),
                 _ => unshuffle_then_undelta(&rows[..ts], dst, delta),
@@ -815,23 +825,35 @@ impl<'a> Chunk<'a> {
         })
     }
 
-    /// The planes of block `j` (one stream of `ne` bytes each, as many as `rows`) into
-    /// `rows`: a plane stored raw is its bytes in the chunk, an all-zero one `zeros`, any
-    /// other is decoded into its place in `scratch`.
+    /// The planes of block `j` (one stream of `ne` bytes each, as many as `rows`, at most
+    /// 16) into `rows`: a plane stored raw is its bytes in the chunk, an all-zero one
+    /// `zeros`, a run a row of `runs`, any other is decoded into its place in `scratch`.
     fn decode_planes<'p>(
         &'p self,
         j: usize,
         ne: usize,
         scratch: &'p mut [u8],
         zeros: &'p [u8],
+        runs: &'p mut RunRows,
         rows: &mut [&'p [u8]],
     ) -> ChunkResult<()> {
         let mut pos = self.block_start(j)?;
+        // The planes stored as runs that take a row of `runs` (a bit each), and their bytes.
+        let (mut run_planes, mut run_bytes) = (0u32, [0u8; run_rows::MAX_ROWS]);
         // (`ne` is at least 1: a plain split has whole elements; `max` keeps that local.)
-        for (row, plane) in rows.iter_mut().zip(scratch.chunks_exact_mut(ne.max(1))) {
+        for (k, (row, plane)) in rows
+            .iter_mut()
+            .zip(scratch.chunks_exact_mut(ne.max(1)))
+            .enumerate()
+        {
             let (stream, next) = self.stream_at(j, pos, ne)?;
             *row = match stream {
                 Stream::Zeros => zeros,
+                Stream::Run(v) if ne >= run_rows::MIN_LEN => {
+                    run_planes |= 1 << k;
+                    run_bytes[k] = v;
+                    &[]
+                }
                 Stream::Run(v) => {
                     plane.fill(v);
                     plane
@@ -843,6 +865,9 @@ impl<'a> Chunk<'a> {
                 }
             };
             pos = next;
+        }
+        if run_planes != 0 {
+            runs.rows_for(run_planes, &run_bytes, ne, rows);
         }
         Ok(())
     }
