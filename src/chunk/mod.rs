@@ -165,6 +165,9 @@ fn unshuffle_then_undelta(rows: &[&[u8]], dst: &mut [u8], delta: Delta) {
 const BATCH_BYTES: usize = 32 * 1024;
 /// The most blocks it takes at a time.
 const MAX_BATCH: usize = 64;
+/// Scratch bytes after a block's planes, for the last plane's stream to overwrite
+/// ([`Chunk::decode_planes`]).
+const ROOM: usize = 64;
 
 thread_local! {
     /// Per-thread buffers of the block decoders, in one cell (one thread-local access a
@@ -813,7 +816,7 @@ impl<'a> Chunk<'a> {
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
             let Scratch { a, zeros, runs, .. } = &mut *guard;
-            let scratch = grown(a, dst.len());
+            let scratch = grown(a, dst.len() + ROOM);
             let zeros: &[u8] = grown(zeros, ne);
             let mut rows: [&[u8]; 16] = [&[]; 16];
             self.decode_planes(j, ne, scratch, zeros, runs, &mut rows[..ts])?;
@@ -827,7 +830,10 @@ impl<'a> Chunk<'a> {
 
     /// The planes of block `j` (one stream of `ne` bytes each, as many as `rows`, at most
     /// 16) into `rows`: a plane stored raw is its bytes in the chunk, an all-zero one
-    /// `zeros`, a run a row of `runs`, any other is decoded into its place in `scratch`.
+    /// `zeros`, a run a row of `runs`, any other is decoded into its place in `scratch`,
+    /// which holds [`ROOM`] bytes more than the planes. A coded plane's stream may write
+    /// into the next plane's place (or that room): LZ4 keeps its fixed-size copies up to
+    /// the stream's end (4 KiB blocks of float64, a 512-byte stream in each: +3 to +8 %).
     fn decode_planes<'p>(
         &'p self,
         j: usize,
@@ -840,13 +846,21 @@ impl<'a> Chunk<'a> {
         let mut pos = self.block_start(j)?;
         // The planes stored as runs that take a row of `runs` (a bit each), and their bytes.
         let (mut run_planes, mut run_bytes) = (0u32, [0u8; run_rows::MAX_ROWS]);
-        // (`ne` is at least 1: a plain split has whole elements; `max` keeps that local.)
-        for (k, (row, plane)) in rows
-            .iter_mut()
-            .zip(scratch.chunks_exact_mut(ne.max(1)))
-            .enumerate()
-        {
+        // The places of the planes not yet decoded, and `ROOM` bytes after them.
+        let mut left: &'p mut [u8] = scratch;
+        for (k, row) in rows.iter_mut().enumerate() {
             let (stream, next) = self.stream_at(j, pos, ne)?;
+            let room = left.len().min(ne + ROOM);
+            if room < ne {
+                break; // (the scratch holds every plane)
+            }
+            if let Stream::Coded(src) = stream {
+                // The stream may overwrite up to `ROOM` bytes past its plane: the next
+                // plane's place, which is written after it, or the scratch's end.
+                self.decode_stream_room(j, pos, src, &mut left[..room], ne)?;
+            }
+            let (plane, rest) = std::mem::take(&mut left).split_at_mut(ne);
+            left = rest;
             *row = match stream {
                 Stream::Zeros => zeros,
                 Stream::Run(v) if ne >= run_rows::MIN_LEN => {
@@ -859,10 +873,7 @@ impl<'a> Chunk<'a> {
                     plane
                 }
                 Stream::Raw(src) => src,
-                Stream::Coded(src) => {
-                    self.decode_stream(j, pos, src, plane)?;
-                    plane
-                }
+                Stream::Coded(_) => plane,
             };
             pos = next;
         }
@@ -1007,6 +1018,21 @@ impl<'a> Chunk<'a> {
             });
         }
         Ok((Stream::Run((-csize) as u8), body + 1))
+    }
+
+    /// [`Chunk::decode_stream`] for a stream of `n` bytes into the start of `out`, whose
+    /// bytes after the first `n` it may overwrite.
+    fn decode_stream_room(
+        &self,
+        j: usize,
+        at: usize,
+        src: &[u8],
+        out: &mut [u8],
+        n: usize,
+    ) -> ChunkResult<()> {
+        let codec = self.codec.expect("parse sets the codec of block chunks");
+        codec::decompress_stream_room(codec, src, out, n, self.dict.as_ref(), self.shape())
+            .map_err(codec_error(j, at, codec))
     }
 
     /// Decodes the compressed stream `src` of block `j` into `out`; errors name chunk

@@ -77,7 +77,23 @@ fn extra_len(src: &[u8], ip: &mut usize) -> Result<usize, Lz4Error> {
 /// A stream that reads past its end, has a zero offset, refers before the dictionary, or
 /// produces more or fewer bytes than `out.len()`.
 pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
-    decompress_counted(src, out, dict, out.len())
+    decompress_counted(src, out, out.len(), dict, out.len())
+}
+
+/// [`decompress_into`] for a stream of `n` bytes into the start of `out`, whose bytes
+/// after the first `n` are scratch the decoder may overwrite: sequences near the stream's
+/// end keep the fixed-size copies.
+///
+/// # Errors
+/// As [`decompress_into`].
+pub fn decompress_into_room(
+    src: &[u8],
+    out: &mut [u8],
+    n: usize,
+    dict: &[u8],
+) -> Result<(), Lz4Error> {
+    debug_assert!(n <= out.len());
+    decompress_counted(src, out, n, dict, n)
 }
 
 /// [`decompress_into`] for the part of a stream after `counted - out.len()` output bytes
@@ -85,13 +101,14 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz
 fn decompress_counted(
     src: &[u8],
     out: &mut [u8],
+    n: usize,
     dict: &[u8],
     counted: usize,
 ) -> Result<(), Lz4Error> {
     WIDE_HINT.with(|hint| {
         let h = hint.get();
         if h.wide() || h.age >= 15 {
-            let at = decode::<false, true>(src, out, dict)?;
+            let at = decode::<false, true>(src, out, n, dict)?;
             hint.set(WideHint {
                 long: h.long / 2 + at.long,
                 near: h.near / 2 + at.near,
@@ -99,7 +116,7 @@ fn decompress_counted(
                 age: 0,
             });
         } else {
-            decode::<false, false>(src, out, dict)?;
+            decode::<false, false>(src, out, n, dict)?;
             hint.set(WideHint {
                 age: h.age + 1,
                 ..h
@@ -160,7 +177,7 @@ thread_local! {
 /// # Errors
 /// As [`decompress_into`].
 pub fn decompress_natural_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
-    decode::<true, false>(src, out, dict).map(|_| ())
+    decode::<true, false>(src, out, out.len(), dict).map(|_| ())
 }
 
 /// The decoder, with the match copy for natural data (`NATURAL`) or for byte planes, whose
@@ -169,11 +186,12 @@ pub fn decompress_natural_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Resul
 fn decode<const NATURAL: bool, const WIDE: bool>(
     src: &[u8],
     out: &mut [u8],
+    n: usize,
     dict: &[u8],
 ) -> Result<Cursor, Lz4Error> {
     let mut at = Cursor::default();
     while !step::<NATURAL, WIDE>(src, out, dict, &mut at)? {}
-    at.finished(out.len())?;
+    at.finished(n)?;
     Ok(at)
 }
 
@@ -190,10 +208,14 @@ struct Cursor {
 }
 
 impl Cursor {
-    /// After the last literal run: the output must be full.
+    /// After the last literal run: the output must be exactly `n` bytes (a decoder given
+    /// room after them may have gone past).
     fn finished(self, n: usize) -> Result<(), Lz4Error> {
-        if self.op != n {
+        if self.op < n {
             return err(self.ip, "stream ended before the expected size");
+        }
+        if self.op > n {
+            return err(self.ip, "stream runs past the expected size");
         }
         Ok(())
     }
@@ -528,14 +550,17 @@ mod tests {
     use crate::chunk::xorshift;
 
     /// Decodes with each match copy (natural data, byte planes in 8-byte pieces, byte
-    /// planes wide): the same result, and on success the same bytes (the tests below
-    /// compare them with `lz4_flex`).
+    /// planes wide, both of those with room after the output): the same result, and on
+    /// success the same bytes (the tests below compare them with `lz4_flex`). With room,
+    /// a stream that overruns the output may fail at another place, so only success is
+    /// compared there.
     fn decompress_into(src: &[u8], out: &mut [u8], dict: &[u8]) -> Result<(), Lz4Error> {
-        let mut far = vec![0u8; out.len()];
-        let mut wide = vec![0u8; out.len()];
+        let n = out.len();
+        let mut far = vec![0u8; n];
+        let mut wide = vec![0u8; n];
         let natural = decompress_natural_into(src, &mut far, dict);
-        let planes = decode::<false, false>(src, out, dict).map(|_| ());
-        let planes_wide = decode::<false, true>(src, &mut wide, dict).map(|_| ());
+        let planes = decode::<false, false>(src, out, n, dict).map(|_| ());
+        let planes_wide = decode::<false, true>(src, &mut wide, n, dict).map(|_| ());
         assert_eq!(planes, natural, "natural and planes decoding disagree");
         assert_eq!(
             planes, planes_wide,
@@ -550,6 +575,20 @@ mod tests {
                 out[..] == wide[..],
                 "narrow and wide decode different bytes"
             );
+        }
+        for room in [1, 17, 64] {
+            let mut roomy = vec![0xA5u8; n + room];
+            let narrow = decode::<false, false>(src, &mut roomy, n, dict).map(|_| ());
+            assert_eq!(narrow.is_ok(), planes.is_ok(), "room {room}: {narrow:?}");
+            if planes.is_ok() {
+                assert!(roomy[..n] == out[..], "room {room}: different bytes");
+            }
+            let mut roomy = vec![0x5Au8; n + room];
+            let wide = decode::<false, true>(src, &mut roomy, n, dict).map(|_| ());
+            assert_eq!(wide.is_ok(), planes.is_ok(), "room {room}, wide: {wide:?}");
+            if planes.is_ok() {
+                assert!(roomy[..n] == out[..], "room {room}, wide: different bytes");
+            }
         }
         planes
     }

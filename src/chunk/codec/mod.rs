@@ -114,6 +114,34 @@ pub fn decompress_stream(
     }
 }
 
+/// [`decompress_stream`] for a stream of `n` bytes into the start of `out`, whose bytes
+/// after the first `n` the decoder may overwrite (LZ4 then keeps its fixed-size copies up
+/// to the stream's end).
+///
+/// # Errors
+/// As [`decompress_stream`].
+pub fn decompress_stream_room(
+    codec: Codec,
+    src: &[u8],
+    out: &mut [u8],
+    n: usize,
+    dict: Option<&StreamDict>,
+    shape: StreamShape,
+) -> Result<(), String> {
+    match (codec, shape) {
+        (Codec::Lz4, StreamShape::Planes) => {
+            let dict = dict.map_or(&[][..], StreamDict::bytes);
+            lz4::decompress_into_room(src, out, n, dict).map_err(lz4_message)
+        }
+        _ => {
+            let out = out
+                .get_mut(..n)
+                .ok_or("output shorter than the stream's size")?;
+            decompress_stream(codec, src, out, dict, shape)
+        }
+    }
+}
+
 /// [`decompress_stream`] for an LZ4 stream of byte planes without a dictionary, its
 /// opening's long literal runs left in `src` ([`lz4::opening`]): the returned runs say
 /// which output bytes are still there.

@@ -131,13 +131,13 @@ pub fn decompress_leaving_opening(src: &[u8], out: &mut [u8]) -> Result<OpeningR
     };
     let near = op.saturating_sub(FIRST_WINDOW);
     settle_runs(runs, src, &mut head[near..], near, op);
-    match decompress_counted(&src[ip..], rest, &head[near..], n) {
+    match decompress_counted(&src[ip..], rest, rest.len(), &head[near..], n) {
         Ok(()) => left.settled_from = near,
         Err(e) if near == 0 => return Err(at_ip(e)),
         Err(_) => {
             let far = op.saturating_sub(WINDOW);
             settle_runs(runs, src, &mut head[far..near], far, near);
-            decompress_counted(&src[ip..], rest, &head[far..], n).map_err(at_ip)?;
+            decompress_counted(&src[ip..], rest, rest.len(), &head[far..], n).map_err(at_ip)?;
             left.settled_from = far;
         }
     }
