@@ -9,7 +9,7 @@
 //! chunk were first measured against copying every run (session 29 in
 //! `benches/README.md`).
 
-use super::{Chunk, ChunkResult, Codec, SCRATCH, Stream, codec, codec_error, filter, grown};
+use super::{Chunk, ChunkResult, Codec, Scratch, Stream, codec, codec_error, filter, grown};
 use codec::lz4::opening::{MAX_RUNS, OpeningRuns};
 
 /// Elements per step of the unshuffle kernels: segments are cut at multiples of it.
@@ -42,6 +42,7 @@ impl Chunk<'_> {
         j: usize,
         ts: usize,
         dst: &mut [u8],
+        s: &mut Scratch,
     ) -> ChunkResult<bool> {
         let pos = self.block_start(j)?;
         let (Stream::Coded(src), _) = self.stream_at(j, pos, dst.len())? else {
@@ -50,17 +51,14 @@ impl Chunk<'_> {
         if !codec::lz4::opening::opens_with_long_run(src) {
             return Ok(false);
         }
-        SCRATCH.with(|cell| {
-            let mut guard = cell.borrow_mut();
-            let scratch = grown(&mut guard.a, dst.len());
-            let left = codec::decompress_lz4_leaving_opening(src, scratch).map_err(codec_error(
-                j,
-                pos,
-                Codec::Lz4,
-            ))?;
-            unshuffle_segments(&left, src, scratch, ts, dst);
-            Ok(true)
-        })
+        let scratch = grown(&mut s.a, dst.len());
+        let left = codec::decompress_lz4_leaving_opening(src, scratch).map_err(codec_error(
+            j,
+            pos,
+            Codec::Lz4,
+        ))?;
+        unshuffle_segments(&left, src, scratch, ts, dst);
+        Ok(true)
     }
 }
 
@@ -140,13 +138,20 @@ mod tests {
             let ts = plan.unsplit.expect("one SHUFFLE over one LZ4 stream");
             let (mut ours, mut usual) = (vec![0u8; bsize], vec![1u8; bsize]);
             assert!(
-                chunk.decode_opening_planes(0, ts, &mut ours).unwrap(),
+                chunk
+                    .decode_opening_planes(0, ts, &mut ours, &mut Scratch::default())
+                    .unwrap(),
                 "{name}"
             );
             chunk
-                .run_pipeline(0, &mut usual, None, &plan.ops, |raw| {
-                    chunk.decode_streams(0, plan.split, raw)
-                })
+                .run_pipeline(
+                    0,
+                    &mut usual,
+                    None,
+                    &plan.ops,
+                    &mut Scratch::default(),
+                    |raw| chunk.decode_streams(0, plan.split, raw),
+                )
                 .unwrap();
             assert!(ours == usual, "{name}");
         }

@@ -31,6 +31,12 @@ pub(super) struct RunRows {
     clock: u64,
 }
 
+impl Default for RunRows {
+    fn default() -> Self {
+        RunRows::new()
+    }
+}
+
 impl RunRows {
     /// No rows yet.
     pub(super) const fn new() -> RunRows {
