@@ -1,0 +1,70 @@
+//! The hot timer: the fastest of many back-to-back decodes of each chunk file, one thread.
+//!
+//! `cargo bench --bench hot --no-default-features -- CHUNK[,CHUNK…] [REPS]` (REPS 300 by
+//! default; the chunks of `benches/decode.rs` are in `target/bench-data` once it ran).
+//! Each chunk is copied to a page-aligned buffer and decoded REPS times into one
+//! page-aligned output, as the decode bench does; the line printed per chunk gives the
+//! best and the median GB/s of decompressed bytes and the first eight runs (the warm-up).
+//! `SHIFT=n` allocates n bytes first, which moves the later heap allocations (the
+//! decoder's scratch).
+//!
+//! `benches/README.md` compares decoder changes with it: two builds run in turns over
+//! several rounds, best against best, since this VM's speed drifts by more than most
+//! changes are worth. It times only our side; C-Blosc2 is timed by `benches/decode.rs`.
+
+use datafusion_blosc2::chunk::Chunk;
+use std::time::Instant;
+
+/// `len` bytes starting at a page boundary inside `buf` (which it grows to fit).
+fn page_aligned(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    buf.resize(len + 4096, 0);
+    let at = buf.as_ptr().align_offset(4096);
+    &mut buf[at..at + len]
+}
+
+fn main() {
+    // (`cargo bench` adds `--bench`.)
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let Some(paths) = args.first() else {
+        eprintln!("usage: hot CHUNK[,CHUNK…] [REPS]");
+        std::process::exit(2);
+    };
+    let reps: usize = args
+        .get(1)
+        .map_or(300, |s| s.parse().expect("REPS a number"));
+    let shift: usize = std::env::var("SHIFT").map_or(0, |s| s.parse().expect("SHIFT a number"));
+    std::mem::forget(vec![1u8; shift]);
+    for path in paths.split(',') {
+        let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut input = Vec::new();
+        let input = page_aligned(&mut input, raw.len());
+        input.copy_from_slice(&raw);
+        let chunk = Chunk::parse(input).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut output = Vec::new();
+        let out = page_aligned(&mut output, chunk.nbytes());
+        let mut times = Vec::with_capacity(reps);
+        for _ in 0..reps.max(8) {
+            let t = Instant::now();
+            chunk
+                .decode_into(out)
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            times.push(t.elapsed().as_secs_f64());
+        }
+        let gbps = |t: f64| chunk.nbytes() as f64 / t / 1e9;
+        let ramp: Vec<String> = times[..8]
+            .iter()
+            .map(|&t| format!("{:.1}", gbps(t)))
+            .collect();
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{} best {:.2} med {:.2} ramp {}",
+            path.rsplit('/').next().unwrap_or(path),
+            gbps(times[0]),
+            gbps(times[times.len() / 2]),
+            ramp.join(" ")
+        );
+    }
+}
