@@ -6,8 +6,8 @@
 //! blocks. Before, every block filled a plane of scratch with the byte for the unshuffle
 //! to read (a 64 KiB `memset` per run plane in the 512 KiB blocks of the int64 counters).
 //! [`RunRows`] fills a row once per value and hands it to every later block with that
-//! value: +2 to +4 % on the shuffled counter rows of the decode bench (`benches/README.md`,
-//! session 30). Planes under [`MIN_LEN`] bytes are still filled in place.
+//! value: +3 to +4 % on the shuffled counter rows of the decode bench (`benches/README.md`,
+//! sessions 30 and 31). Planes under [`MIN_LEN`] bytes are still filled in place.
 
 /// At most this many rows: one per plane of a block (the plane path takes typesizes of
 /// at most 16).
