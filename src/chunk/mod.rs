@@ -662,8 +662,7 @@ impl<'a> Chunk<'a> {
     fn decode_vl(&self, out: &mut [u8]) -> ChunkResult<()> {
         let h = &self.header;
         let n = h.nblocks();
-        let mut written = 0usize;
-        with_scratch(|s| self.decode_vl_blocks(out, s, &mut written))?;
+        let written = with_scratch(|s| self.decode_vl_blocks(out, s))?;
         if written != h.nbytes {
             return Err(ChunkError::BadBlock {
                 block: n,
@@ -674,15 +673,11 @@ impl<'a> Chunk<'a> {
         Ok(())
     }
 
-    /// The VL blocks of [`Chunk::decode_vl`] into `out`, counting the bytes `written`.
-    fn decode_vl_blocks(
-        &self,
-        out: &mut [u8],
-        s: &mut Scratch,
-        written: &mut usize,
-    ) -> ChunkResult<()> {
+    /// The VL blocks of [`Chunk::decode_vl`] into `out`; returns the bytes they wrote.
+    fn decode_vl_blocks(&self, out: &mut [u8], s: &mut Scratch) -> ChunkResult<usize> {
         let h = &self.header;
         let n = h.nblocks();
+        let mut written = 0usize;
         for j in 0..n {
             let start = self.block_start(j)?;
             let end = if j + 1 < n {
@@ -698,19 +693,19 @@ impl<'a> Chunk<'a> {
                 });
             }
             let ublock = read_i32(self.buf, start, "VL block size")?;
-            if ublock <= 0 || ublock as usize > h.nbytes - *written {
+            if ublock <= 0 || ublock as usize > h.nbytes - written {
                 return Err(ChunkError::BadBlock {
                     block: j,
                     at: start,
                     why: format!(
                         "VL block size {ublock} exceeds the {} bytes left",
-                        h.nbytes - *written
+                        h.nbytes - written
                     ),
                 });
             }
             let ublock = ublock as usize;
             let payload = &self.buf[start + 4..end];
-            let dst = &mut out[*written..*written + ublock];
+            let dst = &mut out[written..written + ublock];
             let ops = self.filters_to_undo(dst.len());
             self.run_pipeline(j, dst, None, &ops, s, |raw: &mut [u8]| {
                 if payload.len() == ublock {
@@ -720,9 +715,9 @@ impl<'a> Chunk<'a> {
                     self.decode_stream(j, start + 4, payload, raw)
                 }
             })?;
-            *written += ublock;
+            written += ublock;
         }
-        Ok(())
+        Ok(written)
     }
 
     /// Decodes block `j` (regular chunk) into `dst` (its exact size). `reference` is block
@@ -944,31 +939,29 @@ impl<'a> Chunk<'a> {
             fill(dst)?;
             return undelta(dst);
         }
-        {
-            let Scratch { a, b, .. } = s;
-            let (mut cur, mut other) = (grown(a, bsize), grown(b, bsize));
-            fill(cur)?;
-            for (k, &(slot, f)) in ops[..in_place_from].iter().enumerate() {
-                let last = k + 1 == in_place_from;
-                match f {
-                    1 | 2 => {
-                        // Out of place; the last one writes straight into the output.
-                        let target: &mut [u8] = if last { &mut *dst } else { &mut *other };
-                        if f == 1 {
-                            let group = match h.filters_meta[slot] {
-                                0 => ts,
-                                g => g as usize,
-                            };
-                            filter::shuffle::unshuffle(group, cur, target);
-                        } else {
-                            filter::bitshuffle::bitunshuffle(ts, h.version <= 2, cur, target);
-                        }
-                        if !last {
-                            std::mem::swap(&mut cur, &mut other);
-                        }
+        let Scratch { a, b, .. } = s;
+        let (mut cur, mut other) = (grown(a, bsize), grown(b, bsize));
+        fill(cur)?;
+        for (k, &(slot, f)) in ops[..in_place_from].iter().enumerate() {
+            let last = k + 1 == in_place_from;
+            match f {
+                1 | 2 => {
+                    // Out of place; the last one writes straight into the output.
+                    let target: &mut [u8] = if last { &mut *dst } else { &mut *other };
+                    if f == 1 {
+                        let group = match h.filters_meta[slot] {
+                            0 => ts,
+                            g => g as usize,
+                        };
+                        filter::shuffle::unshuffle(group, cur, target);
+                    } else {
+                        filter::bitshuffle::bitunshuffle(ts, h.version <= 2, cur, target);
                     }
-                    _ => undelta_one(j, ts, reference, cur)?,
+                    if !last {
+                        std::mem::swap(&mut cur, &mut other);
+                    }
                 }
+                _ => undelta_one(j, ts, reference, cur)?,
             }
         }
         undelta(dst)
