@@ -15,8 +15,11 @@
 //! 0.5–1.3× C on session 26's VM, whose caches kept more than that; with 384 MiB, 1.0–1.1×.
 //! The table is printed at the end and written to `target/bench-data/decode-table.md`.
 
+mod page_aligned;
+
 use criterion::{Criterion, Throughput};
 use datafusion_blosc2::chunk::Chunk;
+use page_aligned::PageAligned;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -122,36 +125,6 @@ const COLD_REPS: usize = 4;
 /// `reference.py`'s `EVICT_BYTES`: 96 MiB, three times the L3 this VM reports, left data
 /// in its caches.
 const EVICT_BYTES: usize = 384 << 20;
-
-/// `n` zeroed bytes that start at a page boundary, as `reference.py` gives C-Blosc2 its
-/// chunk and output: both sides then decode with the same alignment (a `Vec` of 4 MiB
-/// starts 16 bytes into a page, where half of the 32-byte stores of an unshuffle straddle
-/// two cache lines).
-struct PageAligned {
-    /// `PAGE` bytes more than asked for, so that a page boundary lies in the first `PAGE`.
-    buf: Vec<u8>,
-    /// Where the page boundary is.
-    at: usize,
-}
-
-const PAGE: usize = 4096;
-
-impl PageAligned {
-    fn zeroed(len: usize) -> Self {
-        let buf = vec![0u8; len + PAGE];
-        let at = buf.as_ptr().align_offset(PAGE);
-        PageAligned { buf, at }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &self.buf[self.at..][..self.buf.len() - PAGE]
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        let len = self.buf.len() - PAGE;
-        &mut self.buf[self.at..][..len]
-    }
-}
 
 fn main() {
     let (mut c_ref, reference) = CReference::start();

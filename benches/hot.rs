@@ -12,15 +12,11 @@
 //! several rounds, best against best, since this VM's speed drifts by more than most
 //! changes are worth. It times only our side; C-Blosc2 is timed by `benches/decode.rs`.
 
-use datafusion_blosc2::chunk::Chunk;
-use std::time::Instant;
+mod page_aligned;
 
-/// `len` bytes starting at a page boundary inside `buf` (which it grows to fit).
-fn page_aligned(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
-    buf.resize(len + 4096, 0);
-    let at = buf.as_ptr().align_offset(4096);
-    &mut buf[at..at + len]
-}
+use datafusion_blosc2::chunk::Chunk;
+use page_aligned::PageAligned;
+use std::time::Instant;
 
 fn main() {
     // (`cargo bench` adds `--bench`.)
@@ -39,12 +35,11 @@ fn main() {
     std::mem::forget(vec![1u8; shift]);
     for path in paths.split(',') {
         let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let mut input = Vec::new();
-        let input = page_aligned(&mut input, raw.len());
-        input.copy_from_slice(&raw);
-        let chunk = Chunk::parse(input).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let mut output = Vec::new();
-        let out = page_aligned(&mut output, chunk.nbytes());
+        let mut input = PageAligned::zeroed(raw.len());
+        input.bytes_mut().copy_from_slice(&raw);
+        let chunk = Chunk::parse(input.bytes()).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut output = PageAligned::zeroed(chunk.nbytes());
+        let out = output.bytes_mut();
         let mut times = Vec::with_capacity(reps);
         for _ in 0..reps.max(8) {
             let t = Instant::now();
