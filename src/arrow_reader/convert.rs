@@ -9,7 +9,7 @@ use crate::array::dtype::{DType, TimeUnit};
 use arrow::array::{
     Array, ArrayRef, BinaryBuilder, BooleanArray, Date32Array, DurationMicrosecondArray,
     DurationMillisecondArray, DurationNanosecondArray, DurationSecondArray, FixedSizeBinaryArray,
-    FixedSizeListArray, PrimitiveArray, StringBuilder, StructArray, TimestampMicrosecondArray,
+    FixedSizeListArray, PrimitiveArray, StructArray, TimestampMicrosecondArray,
     TimestampMillisecondArray, TimestampNanosecondArray, TimestampSecondArray,
 };
 use arrow::buffer::{Buffer, NullBuffer, ScalarBuffer};
@@ -171,7 +171,6 @@ fn time_values(vals: &mut [i64], unit: TimeUnit, mult: i64) {
 /// Converts `n` elements of `dtype` (each `stride` bytes apart, starting at `offset`) into
 /// an Arrow array of [`arrow_type`]`(dtype)`.
 pub fn to_arrow(dtype: &DType, data: &[u8], n: usize, stride: usize, offset: usize) -> ArrayRef {
-    let size = dtype.itemsize();
     match dtype {
         DType::Struct(fields) => {
             let arrays: Vec<ArrayRef> = fields
@@ -231,28 +230,7 @@ pub fn to_arrow(dtype: &DType, data: &[u8], n: usize, stride: usize, offset: usi
             Arc::new(builder.finish())
         }
         DType::Unicode { chars, .. } => {
-            let mut b = field_bytes(data, n, stride, offset, size);
-            if is_big_endian(dtype) {
-                swap_in_place(&mut b, 4);
-            }
-            let mut builder = StringBuilder::with_capacity(n, n * chars);
-            let mut s = String::new();
-            for i in 0..n {
-                s.clear();
-                let rec = &b[i * size..(i + 1) * size];
-                let cps: Vec<u32> = rec
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-                    .collect();
-                let end = cps.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
-                s.extend(
-                    cps[..end]
-                        .iter()
-                        .map(|&c| char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER)),
-                );
-                builder.append_value(&s);
-            }
-            Arc::new(builder.finish())
+            super::utf32::utf32_to_arrow(data, n, stride, offset, *chars, is_big_endian(dtype))
         }
         DType::Void(len) => {
             let b = field_bytes(data, n, stride, offset, *len);

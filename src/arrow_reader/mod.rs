@@ -5,4 +5,5 @@ pub mod convert;
 pub mod pool;
 pub mod reader;
 pub mod schema;
+pub mod utf32;
 pub mod zones;
