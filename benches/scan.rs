@@ -2,7 +2,8 @@
 //! run, over ZSTD and LZ4 frames: full aggregates, a 0.1 % dim range, a 1 % timestamp
 //! range projection, a 5 % value filter, `SELECT * LIMIT 10`, a 1 % rectangle of a 2-D
 //! array (stored twice: in chunks spanning whole rows, and in 1024 × 1024 tiles), a rare
-//! value (zone maps) and `count(*)`. Full scans are also set against the
+//! value (zone maps), `count(*)`, and a filter and a grouping over a fixed-width string
+//! column (numpy `<U12`). Full scans are also set against the
 //! bare fetch + decode time of the chunks they touch (the floor a scan cannot beat), and
 //! against the same SQL over the same columns already in memory (a `MemTable`: what
 //! DataFusion's own operators cost, which a scan adds on top of its floor).
@@ -155,14 +156,29 @@ const QUERIES: &[Query] = &[
         floor: &[],
         columns: "",
     },
+    Query {
+        name: "names: name = one of 2,000 (full scan of a <U12 column)",
+        sql: "SELECT count(*) FROM names_{c} WHERE name = 'abjvhujq'",
+        check: Check::Same,
+        floor: &["names-{c}.b2d/_cols/name.b2nd"],
+        columns: "name",
+    },
+    Query {
+        name: "names: count per name, top 3",
+        sql: "SELECT name, count(*) AS n FROM names_{c} GROUP BY name ORDER BY n DESC, name LIMIT 3",
+        check: Check::Same,
+        floor: &["names-{c}.b2d/_cols/name.b2nd"],
+        columns: "name",
+    },
 ];
 
 const CODECS: [&str; 2] = ["zstd", "lz4"];
-const DATASETS: [(&str, &str); 4] = [
+const DATASETS: [(&str, &str); 5] = [
     ("walk", "b2nd"),
     ("ticks", "b2d"),
     ("grid", "b2nd"),
     ("tiles", "b2nd"),
+    ("names", "b2d"),
 ];
 
 async fn contexts(partitions: usize) -> (SessionContext, SessionContext) {

@@ -9,6 +9,9 @@ each data set twice: with the defaults (ZSTD, shuffle) and with LZ4 (shuffle):
                            default chunking (chunks and blocks span whole rows)
     tiles-{zstd,lz4}.b2nd  the same values in 1024 x 1024 chunks (default blocks), which
                            split rows
+    names-{zstd,lz4}.b2d   CTable of 10,000,000 rows: id int64, name string (<U12: numpy's
+                           fixed-width UTF-32) drawn from 2,000 names of 3-12 letters, one
+                           in ten with a non-ASCII letter; default chunking
 
 Usage: python benches/scan_data.py OUT_DIR   (skips files that exist)
 """
@@ -22,6 +25,33 @@ import numpy as np
 N = 10_000_000
 SIDE = 8192
 CODECS = {"zstd": blosc2.Codec.ZSTD, "lz4": blosc2.Codec.LZ4}
+
+
+@dataclass
+class Name:
+    id: int = blosc2.field(blosc2.int64())
+    name: str = blosc2.field(blosc2.string(max_length=12))
+
+
+def names(r, k):
+    """`k` distinct names of 3-12 lowercase letters, one in ten with a letter from é ü ø ß ł."""
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    out = set()
+    while len(out) < k:
+        w = "".join(r.choice(letters, int(r.integers(3, 13))))
+        if r.integers(0, 10) == 0:
+            i = int(r.integers(0, len(w)))
+            w = w[:i] + str(r.choice(list("éüøßł"))) + w[i + 1:]
+        out.add(w)
+    return np.array(sorted(out), dtype="<U12")
+
+
+def make_people():
+    rn = np.random.default_rng(5)
+    people = np.empty(N, dtype=[("id", "<i8"), ("name", "<U12")])
+    people["id"] = np.arange(N)
+    people["name"] = names(rn, 2000)[rn.integers(0, 2000, N)]
+    return people
 
 
 @dataclass
@@ -44,6 +74,7 @@ def main(out):
     y, x = np.mgrid[0:SIDE, 0:SIDE].astype(np.float32) / SIDE
     grid = (np.sin(6 * x) * np.cos(4 * y) + r.normal(0, 0.01, (SIDE, SIDE))).astype(np.float32)
     del x, y
+    people = None
     for name, codec in CODECS.items():
         cparams = {"codec": codec}
         p = os.path.join(out, f"walk-{name}.b2nd")
@@ -60,6 +91,13 @@ def main(out):
         p = os.path.join(out, f"tiles-{name}.b2nd")
         if not os.path.exists(p):
             blosc2.asarray(grid, urlpath=p, mode="w", chunks=(1024, 1024), cparams=cparams)
+        p = os.path.join(out, f"names-{name}.b2d")
+        if not os.path.exists(os.path.join(p, "_meta.b2f")):
+            if people is None:
+                people = make_people()
+            t = blosc2.CTable(Name, urlpath=p, mode="w", expected_size=N, cparams=cparams)
+            t.extend(people)
+            t.close()
 
 
 if __name__ == "__main__":
