@@ -5,5 +5,6 @@ pub mod convert;
 pub mod pool;
 pub mod reader;
 pub mod schema;
+pub mod text_match;
 pub mod utf32;
 pub mod zones;

@@ -9,6 +9,7 @@ use super::convert::{
 };
 use super::pool::BufferPool;
 use super::schema::dataset_schema;
+use super::text_match::TextMatch;
 use super::zones::plan_zoned_units;
 use crate::array::dtype::DType;
 use crate::array::geometry::odometer;
@@ -19,7 +20,7 @@ use crate::error::{Error, Result};
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
 };
-use arrow::buffer::{Buffer, OffsetBuffer};
+use arrow::buffer::{BooleanBuffer, Buffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use std::ops::Range;
 use std::sync::Arc;
@@ -149,6 +150,8 @@ pub struct BatchReader {
     schema: SchemaRef,
     block_threads: usize,
     pool: Arc<BufferPool>,
+    /// Table columns (full-schema indices) and the texts a row must equal in each.
+    text_matches: Vec<(usize, Arc<TextMatch>)>,
 }
 
 impl BatchReader {
@@ -174,7 +177,23 @@ impl BatchReader {
             schema,
             block_threads: 1,
             pool: Arc::default(),
+            text_matches: Vec::new(),
         }
+    }
+
+    /// Keeps only the table rows whose `U<n>` column `p` (a full-schema index; a
+    /// `Fixed` 1-D column) equals one of its [`TextMatch`]'s texts, for every pair: the
+    /// test runs on the stored records, and only the rows kept are converted. Rows that
+    /// a filter would drop for other reasons (nulls) may stay: the filter must still be
+    /// applied above the scan.
+    pub fn with_text_matches(mut self, matches: Vec<(usize, Arc<TextMatch>)>) -> Self {
+        self.text_matches = matches;
+        self
+    }
+
+    /// Whether the batches hold only the rows of [`BatchReader::with_text_matches`].
+    pub fn filters_rows(&self) -> bool {
+        !self.text_matches.is_empty()
     }
 
     /// Decodes each whole array chunk on up to `threads` threads (blocks in parallel);
@@ -182,6 +201,11 @@ impl BatchReader {
     pub fn with_block_threads(mut self, threads: usize) -> Self {
         self.block_threads = threads.max(1);
         self
+    }
+
+    /// The dataset's full schema, which projection indices refer to.
+    pub fn full_schema(&self) -> SchemaRef {
+        Arc::clone(&self.full)
     }
 
     /// The output schema.
@@ -249,22 +273,13 @@ impl BatchReader {
         rows: Range<u64>,
         stats: &mut ReadStats,
     ) -> Result<RecordBatch> {
+        if !self.text_matches.is_empty() {
+            return self.read_table_matching(t, rows, stats).await;
+        }
         let n = (rows.end - rows.start) as usize;
         let mut cols = Vec::with_capacity(self.projection.len());
         for &p in &self.projection {
-            let c = t.open_column(p).await?;
-            let mut arr: ArrayRef = match &c.storage {
-                // 1-D little-endian numbers: decoded straight into the Arrow buffer.
-                ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 && direct_primitive(&a.dtype) => {
-                    read_primitive(a, std::slice::from_ref(&rows), stats, 1, &self.pool).await?
-                }
-                _ => self.table_column(t, p, rows.clone(), stats).await?,
-            };
-            arr = self.table_nulls(t, p, arr, rows.clone(), stats).await?;
-            if let ColumnStorage::Fixed(_) = c.storage {
-                arr = cast_to(arr, self.full.field(p).data_type())?;
-            }
-            cols.push(arr);
+            cols.push(self.table_array(t, p, rows.clone(), stats).await?);
         }
         let b = batch(&self.schema, cols, n)?;
         match t.read_valid(rows, stats).await? {
@@ -275,6 +290,95 @@ impl BatchReader {
             }
             _ => Ok(b),
         }
+    }
+
+    /// Column `p` of `rows`, nulls applied, in the schema's type.
+    async fn table_array(
+        &self,
+        t: &Table,
+        p: usize,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<ArrayRef> {
+        let c = t.open_column(p).await?;
+        let mut arr: ArrayRef = match &c.storage {
+            // 1-D little-endian numbers: decoded straight into the Arrow buffer.
+            ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 && direct_primitive(&a.dtype) => {
+                read_primitive(a, std::slice::from_ref(&rows), stats, 1, &self.pool).await?
+            }
+            _ => self.table_column(t, p, rows.clone(), stats).await?,
+        };
+        arr = self.table_nulls(t, p, arr, rows, None, stats).await?;
+        if let ColumnStorage::Fixed(_) = c.storage {
+            arr = cast_to(arr, self.full.field(p).data_type())?;
+        }
+        Ok(arr)
+    }
+
+    /// [`BatchReader::read_table`] with text matches: the matched columns' records are
+    /// tested first (a unit none of whose rows can match produces no batch and decodes
+    /// nothing else), then only the kept rows of the matched columns are converted and
+    /// the other columns are filtered to them.
+    async fn read_table_matching(
+        &self,
+        t: &Table,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<RecordBatch> {
+        let n = (rows.end - rows.start) as usize;
+        let empty = || Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
+        let mut keep = BooleanBuffer::new_set(n);
+        let mut records: Vec<(usize, Vec<u8>)> = Vec::with_capacity(self.text_matches.len());
+        for (p, m) in &self.text_matches {
+            if m.matches_nothing() {
+                return empty();
+            }
+            let ColumnData::Fixed(bytes) = t.read_column(*p, rows.clone(), stats).await? else {
+                return Err(Error::InvalidArgument(format!(
+                    "column {p} of {} is not fixed-width text",
+                    t.display()
+                )));
+            };
+            let size = t.open_column(*p).await?.dtype().itemsize();
+            keep = &keep & &m.keep(&bytes, n, size, 0);
+            if keep.count_set_bits() == 0 {
+                return empty();
+            }
+            records.push((*p, bytes));
+        }
+        if let Some(valid) = t.read_valid(rows.clone(), stats).await? {
+            keep = &keep & &BooleanBuffer::collect_bool(n, |i| valid[i] != 0);
+        }
+        let kept = keep.count_set_bits();
+        if kept == 0 {
+            return empty();
+        }
+        let filter = BooleanArray::new(keep.clone(), None);
+        let mut cols = Vec::with_capacity(self.projection.len());
+        for &p in &self.projection {
+            let arr = match records.iter().find(|(q, _)| *q == p) {
+                Some((_, bytes)) => {
+                    let d = t.open_column(p).await?.dtype();
+                    let size = d.itemsize();
+                    let mut packed = Vec::with_capacity(kept * size);
+                    for i in keep.set_indices() {
+                        packed.extend_from_slice(&bytes[i * size..][..size]);
+                    }
+                    let arr = to_arrow(d, &packed, kept, size, 0);
+                    let arr = self
+                        .table_nulls(t, p, arr, rows.clone(), Some(&keep), stats)
+                        .await?;
+                    cast_to(arr, self.full.field(p).data_type())?
+                }
+                None => {
+                    let arr = self.table_array(t, p, rows.clone(), stats).await?;
+                    arrow::compute::filter(&arr, &filter)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?
+                }
+            };
+            cols.push(arr);
+        }
+        batch(&self.schema, cols, kept)
     }
 
     /// Column `p` of `rows` through the general conversion (bytes, then Arrow).
@@ -319,19 +423,24 @@ impl BatchReader {
         })
     }
 
-    /// Applies column `p`'s null rule (mask sidecar or sentinel) to `arr`.
+    /// Applies column `p`'s null rule (mask sidecar or sentinel) to `arr`: the values of
+    /// `rows`, or of the rows `keep` marks among them when given.
     async fn table_nulls(
         &self,
         t: &Table,
         p: usize,
         arr: ArrayRef,
         rows: Range<u64>,
+        keep: Option<&BooleanBuffer>,
         stats: &mut ReadStats,
     ) -> Result<ArrayRef> {
         match &t.open_column(p).await?.nulls {
             NullRule::Mask(Some(_)) => {
                 let mask = t.read_notnull(p, rows, stats).await?.expect("mask column");
-                let is_null = BooleanArray::from_iter(mask.iter().map(|&b| Some(b == 0)));
+                let is_null = match keep {
+                    Some(k) => BooleanArray::from_iter(k.set_indices().map(|i| Some(mask[i] == 0))),
+                    None => BooleanArray::from_iter(mask.iter().map(|&b| Some(b == 0))),
+                };
                 nullif(&arr, &is_null)
             }
             NullRule::Sentinel(v) => {

@@ -7,6 +7,7 @@ use super::prune::{PruneReport, ZoneAccumulator, ZoneMaps};
 use super::work::{ExecutionUnits, UnitSource};
 use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
+use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, unit_cost};
 use crate::dataset::Dataset;
 use arrow::array::ArrayRef;
@@ -40,6 +41,8 @@ pub struct Blosc2Exec {
     limit: Option<usize>,
     stats: Statistics,
     selection: Selection,
+    /// The columns whose stored texts the scan tests (`BatchReader::with_text_matches`).
+    text_columns: Vec<String>,
     chunks_total: u64,
     chunks_selected: u64,
     metrics: ExecutionPlanMetricsSet,
@@ -147,6 +150,7 @@ impl Blosc2Exec {
             limit,
             stats,
             selection,
+            text_columns: Vec::new(),
             chunks_total,
             chunks_selected,
             metrics: ExecutionPlanMetricsSet::new(),
@@ -165,6 +169,25 @@ impl Blosc2Exec {
             execution: Arc::default(),
             ..self.clone()
         }
+    }
+
+    /// This scan yielding only the table rows whose `U<n>` columns equal the texts of
+    /// `matches` (full-schema column index, texts): see
+    /// [`BatchReader::with_text_matches`]. Its row count becomes an upper bound, and it
+    /// records no zone maps, since its batches no longer hold whole zones.
+    pub(crate) fn with_text_matches(mut self, matches: Vec<(usize, Arc<TextMatch>)>) -> Self {
+        if matches.is_empty() {
+            return self;
+        }
+        let full = self.reader.full_schema();
+        self.text_columns = matches
+            .iter()
+            .map(|(p, _)| full.field(*p).name().clone())
+            .collect();
+        self.reader = self.reader.with_text_matches(matches);
+        self.zone_maps = None;
+        self.stats = self.stats.to_inexact();
+        self
     }
 
     /// The selection this scan produces.
@@ -211,6 +234,9 @@ impl DisplayAs for Blosc2Exec {
                 p.units_before,
                 p.sources.join("+")
             )?;
+        }
+        if !self.text_columns.is_empty() {
+            write!(f, ", text_match=[{}]", self.text_columns.join(", "))?;
         }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;

@@ -2,9 +2,12 @@
 //! sorted disjoint index ranges. `=`, `<`, `<=`, `>`, `>=`, `BETWEEN`, `IN`, `AND` and `OR`
 //! (within one dimension) are understood; those filters are then reported Exact, because
 //! the scan yields exactly the rows of the selection. Anything else is left to DataFusion.
+//! [`text_equality`] finds the filters a table scan can test on stored text records
+//! (`name = 'x'`, `name IN (…)`); those stay Inexact.
 
 use crate::arrow_reader::reader::Selection;
 use datafusion::common::ScalarValue;
+use datafusion::logical_expr::expr::InList;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 use std::ops::Range;
 
@@ -206,5 +209,91 @@ mod tests {
             &shape
         ));
         assert!(!is_exact(&col("value").gt(lit(1i64)), &shape));
+    }
+}
+
+/// The column a filter requires to equal one of some texts, and the texts: `col = 'x'`
+/// (either way round), `col IN ('x', …)`, and `OR`s of those on one column. `None` for
+/// any other filter (a `NULL` among the texts included).
+pub fn text_equality(e: &Expr) -> Option<(String, Vec<String>)> {
+    fn column(e: &Expr) -> Option<String> {
+        match e {
+            Expr::Column(c) => Some(c.name.clone()),
+            _ => None,
+        }
+    }
+    fn text(e: &Expr) -> Option<String> {
+        match e {
+            Expr::Literal(
+                ScalarValue::Utf8(Some(s))
+                | ScalarValue::LargeUtf8(Some(s))
+                | ScalarValue::Utf8View(Some(s)),
+                _,
+            ) => Some(s.clone()),
+            _ => None,
+        }
+    }
+    match e {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) => match (column(left), text(right)) {
+            (Some(c), Some(t)) => Some((c, vec![t])),
+            _ => Some((column(right)?, vec![text(left)?])),
+        },
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Or,
+            right,
+        }) => {
+            let (a, mut texts) = text_equality(left)?;
+            let (b, more) = text_equality(right)?;
+            (a == b).then(|| {
+                texts.extend(more);
+                (a, texts)
+            })
+        }
+        Expr::InList(InList {
+            expr,
+            list,
+            negated: false,
+        }) => Some((column(expr)?, list.iter().map(text).collect::<Option<_>>()?)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+    use datafusion::prelude::{col, lit};
+
+    #[test]
+    fn text_equalities_are_recognised() {
+        let t = |e: Expr| text_equality(&e);
+        let one =
+            |c: &str, v: &[&str]| Some((c.to_string(), v.iter().map(|s| s.to_string()).collect()));
+        assert_eq!(t(col("name").eq(lit("x"))), one("name", &["x"]));
+        assert_eq!(t(lit("x").eq(col("name"))), one("name", &["x"]));
+        assert_eq!(
+            t(col("name").in_list(vec![lit("a"), lit("b")], false)),
+            one("name", &["a", "b"])
+        );
+        assert_eq!(
+            t(col("name").eq(lit("a")).or(col("name").eq(lit("b")))),
+            one("name", &["a", "b"])
+        );
+        assert_eq!(
+            t(col("name").eq(lit("a")).or(col("other").eq(lit("b")))),
+            None
+        );
+        assert_eq!(t(col("name").in_list(vec![lit("a")], true)), None);
+        assert_eq!(
+            t(col("name").in_list(vec![lit("a"), lit(ScalarValue::Utf8(None))], false)),
+            None
+        );
+        assert_eq!(t(col("name").not_eq(lit("x"))), None);
+        assert_eq!(t(col("id").eq(lit(3))), None);
+        assert_eq!(t(col("name").eq(col("other"))), None);
     }
 }

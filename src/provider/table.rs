@@ -7,8 +7,11 @@
 use super::exec::Blosc2Exec;
 use super::prune::{PruneReport, SummaryCache, ZoneMaps, prune_units};
 use super::pushdown;
+use crate::array::dtype::{DType, Endian};
+use crate::array::table::{ColumnStorage, Table};
 use crate::arrow_reader::reader::{Selection, plan_units};
 use crate::arrow_reader::schema::dataset_schema;
+use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units};
 use crate::dataset::Dataset;
 use arrow::datatypes::SchemaRef;
@@ -240,18 +243,52 @@ impl TableProvider for Blosc2Table {
             None => (units, PruneReport::default()),
         };
         let stats = self.statistics_for(&sel);
-        Ok(Arc::new(Blosc2Exec::new(
-            Arc::clone(&self.ds),
-            Arc::clone(&self.schema),
-            projection.cloned(),
-            units,
-            cfg.target_partitions(),
-            batch_size,
-            limit,
-            stats,
-            sel,
-            self.zone_maps.clone(),
-            report,
-        )))
+        let text_matches = match &*self.ds {
+            Dataset::Table(t) => text_matches(t, &self.schema, filters).await?,
+            Dataset::Array(_) => Vec::new(),
+        };
+        Ok(Arc::new(
+            Blosc2Exec::new(
+                Arc::clone(&self.ds),
+                Arc::clone(&self.schema),
+                projection.cloned(),
+                units,
+                cfg.target_partitions(),
+                batch_size,
+                limit,
+                stats,
+                sel,
+                self.zone_maps.clone(),
+                report,
+            )
+            .with_text_matches(text_matches),
+        ))
     }
+}
+
+/// The filters a scan of `t` can test on stored text records: equalities with texts
+/// ([`pushdown::text_equality`]) on 1-D `U<n>` columns.
+async fn text_matches(
+    t: &Table,
+    schema: &SchemaRef,
+    filters: &[Expr],
+) -> Result<Vec<(usize, Arc<TextMatch>)>> {
+    let mut out = Vec::new();
+    for f in filters {
+        let Some((name, texts)) = pushdown::text_equality(f) else {
+            continue;
+        };
+        let Ok(p) = schema.index_of(&name) else {
+            continue;
+        };
+        let c = t.open_column(p).await.map_err(super::to_df)?;
+        if let ColumnStorage::Fixed(a) = &c.storage
+            && a.geometry.ndim() == 1
+            && let DType::Unicode { chars, endian } = &a.dtype
+            && let Some(m) = TextMatch::new(&texts, *chars, *endian == Endian::Big)
+        {
+            out.push((p, Arc::new(m)));
+        }
+    }
+    Ok(out)
 }

@@ -1,0 +1,184 @@
+//! Equality with given texts, tested on numpy `U<n>` records before they become Arrow
+//! strings: a scan filtered on `name = 'x'` or `name IN ('x', 'y')` keeps only the rows
+//! that can match and converts only those (`reader::BatchReader::with_text_matches`).
+//!
+//! A record equals a text when the text's code units, padded with NUL units to the
+//! record's `n`, are the record's bytes: exactly [`super::utf32`]'s rule (trailing NULs
+//! dropped), so no row whose string equals a text is dropped. A text that ends in NUL
+//! equals no converted value, and neither does one longer than `n` characters; a text
+//! holding U+FFFD could equal records with invalid units (which convert to U+FFFD), so
+//! [`TextMatch::new`] declines it and the scan keeps every row.
+
+use arrow::buffer::BooleanBuffer;
+use std::collections::HashSet;
+
+/// Up to this many texts are compared one after the other; more go through a hash set.
+const LINEAR_MAX: usize = 8;
+
+/// The padded records that equal one of a filter's texts, for one `U<n>` column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextMatch {
+    /// Record size in bytes (`4 * n`).
+    size: usize,
+    /// The texts that some record can equal, each as the record it would be.
+    needles: Vec<Vec<u8>>,
+}
+
+impl TextMatch {
+    /// The records of a `U<chars>` column (big-endian units when `big`) whose strings
+    /// equal one of `texts`; `None` when a text cannot be told apart on the records
+    /// (it holds U+FFFD).
+    pub fn new(texts: &[String], chars: usize, big: bool) -> Option<Self> {
+        let size = chars * 4;
+        let mut needles: Vec<Vec<u8>> = Vec::with_capacity(texts.len());
+        for t in texts {
+            if t.contains(char::REPLACEMENT_CHARACTER) {
+                return None;
+            }
+            if t.ends_with('\0') || t.chars().count() > chars {
+                continue; // No record converts to it.
+            }
+            let mut rec = Vec::with_capacity(size);
+            for c in t.chars() {
+                let u = c as u32;
+                rec.extend_from_slice(&if big {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                });
+            }
+            rec.resize(size, 0);
+            if !needles.contains(&rec) {
+                needles.push(rec);
+            }
+        }
+        Some(TextMatch { size, needles })
+    }
+
+    /// True when no record can match (every text was too long or ended in NUL).
+    pub fn matches_nothing(&self) -> bool {
+        self.needles.is_empty()
+    }
+
+    /// For each of `n` records (record `i` at `data[i * stride + offset..]`, `size` bytes),
+    /// whether it equals one of the texts.
+    ///
+    /// # Panics
+    /// When `data` is shorter than the `n` records (the caller sizes it from the same
+    /// geometry).
+    pub fn keep(&self, data: &[u8], n: usize, stride: usize, offset: usize) -> BooleanBuffer {
+        let rec = |i: usize| &data[i * stride + offset..][..self.size];
+        match self.needles.as_slice() {
+            [] => BooleanBuffer::new_unset(n),
+            [one] if self.size >= 8 => {
+                // Most records differ in their first two characters: one word compared
+                // before the rest.
+                let head = u64::from_ne_bytes(one[..8].try_into().expect("8 bytes"));
+                BooleanBuffer::collect_bool(n, |i| {
+                    let r = rec(i);
+                    u64::from_ne_bytes(r[..8].try_into().expect("8 bytes")) == head
+                        && r == one.as_slice()
+                })
+            }
+            few if few.len() <= LINEAR_MAX => {
+                BooleanBuffer::collect_bool(n, |i| few.iter().any(|x| rec(i) == x.as_slice()))
+            }
+            many => {
+                let set: HashSet<&[u8]> = many.iter().map(Vec::as_slice).collect();
+                BooleanBuffer::collect_bool(n, |i| set.contains(rec(i)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrow_reader::utf32::utf32_to_arrow;
+    use arrow::array::AsArray;
+
+    fn records(values: &[&[u32]], chars: usize, big: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        for v in values {
+            for k in 0..chars {
+                let u = v.get(k).copied().unwrap_or(0);
+                out.extend_from_slice(&if big {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                });
+            }
+        }
+        out
+    }
+
+    /// Every record and text pairing: `keep` agrees with comparing the converted strings.
+    #[test]
+    fn keep_equals_comparing_converted_strings() {
+        const A: u32 = 'a' as u32;
+        const B: u32 = 'b' as u32;
+        let values: Vec<&[u32]> = vec![
+            &[],
+            &[A],
+            &[A, B],
+            &[A, 0, B],
+            &[A, B, 0x65E5, 0x1F600],
+            &[0xD800, A],
+            &[0x11_0000],
+            &[A, A, A, A],
+            &[0x65E5],
+        ];
+        let texts: Vec<String> = vec![
+            "".into(),
+            "a".into(),
+            "ab".into(),
+            "a\0b".into(),
+            "ab日😀".into(),
+            "aaaa".into(),
+            "aaaaa".into(),
+            "a\0".into(),
+            "日".into(),
+            "b".into(),
+        ];
+        for big in [false, true] {
+            for chars in [4, 5] {
+                let data = records(&values, chars, big);
+                let strings = utf32_to_arrow(&data, values.len(), chars * 4, 0, chars, big);
+                let strings = strings.as_string::<i32>();
+                // Each text alone, and all of them (the hash set), and a few (linear).
+                let mut sets: Vec<Vec<String>> = texts.iter().map(|t| vec![t.clone()]).collect();
+                sets.push(texts.clone());
+                sets.push(texts[1..4].to_vec());
+                for set in sets {
+                    let m = TextMatch::new(&set, chars, big).expect("no U+FFFD");
+                    let kept = m.keep(&data, values.len(), chars * 4, 0);
+                    for (i, s) in strings.iter().enumerate() {
+                        let want = set.iter().any(|t| Some(t.as_str()) == s);
+                        assert_eq!(kept.value(i), want, "record {i} {s:?}, texts {set:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn replacement_character_is_declined_and_strides_are_honoured() {
+        assert_eq!(TextMatch::new(&["a\u{FFFD}".into()], 4, false), None);
+        // Records of 12 bytes inside 20-byte rows, at offset 4.
+        let mut data = vec![0xEEu8; 3 * 20];
+        for (i, s) in ["ab", "b", "ab"].iter().enumerate() {
+            let rec = records(
+                &[&s.chars().map(|c| c as u32).collect::<Vec<_>>()],
+                3,
+                false,
+            );
+            data[i * 20 + 4..i * 20 + 16].copy_from_slice(&rec);
+        }
+        let m = TextMatch::new(&["ab".into()], 3, false).expect("plain");
+        let kept = m.keep(&data, 3, 20, 4);
+        assert_eq!(kept.iter().collect::<Vec<_>>(), [true, false, true]);
+        let none = TextMatch::new(&["abcd".into(), "x\0".into()], 3, false).expect("plain");
+        assert!(none.matches_nothing());
+        assert_eq!(none.keep(&data, 3, 20, 4).count_set_bits(), 0);
+    }
+}
