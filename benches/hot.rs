@@ -1,4 +1,5 @@
-//! The hot timer: the fastest of many back-to-back decodes of each chunk file, one thread.
+//! The hot timer: the fastest of many back-to-back decodes of each chunk file, one thread
+//! (`THREADS=n`: `Chunk::decode_into_parallel` on n threads instead).
 //!
 //! `cargo bench --bench hot --no-default-features -- CHUNK[,CHUNK…] [REPS]` (REPS 300 by
 //! default; the chunks of `benches/decode.rs` are in `target/bench-data` once it ran).
@@ -32,6 +33,8 @@ fn main() {
         .get(1)
         .map_or(300, |s| s.parse().expect("REPS a number"));
     let shift: usize = std::env::var("SHIFT").map_or(0, |s| s.parse().expect("SHIFT a number"));
+    let threads: usize =
+        std::env::var("THREADS").map_or(1, |s| s.parse().expect("THREADS a number"));
     std::mem::forget(vec![1u8; shift]);
     for path in paths.split(',') {
         let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -43,9 +46,12 @@ fn main() {
         let mut times = Vec::with_capacity(reps);
         for _ in 0..reps.max(8) {
             let t = Instant::now();
-            chunk
-                .decode_into(out)
-                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            if threads > 1 {
+                chunk.decode_into_parallel(out, threads)
+            } else {
+                chunk.decode_into(out)
+            }
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
             times.push(t.elapsed().as_secs_f64());
         }
         let gbps = |t: f64| chunk.nbytes() as f64 / t / 1e9;
