@@ -7,12 +7,12 @@
 use super::schema::{arrow_type, is_big_endian, struct_field, time_mapping};
 use crate::array::dtype::{DType, TimeUnit};
 use arrow::array::{
-    Array, ArrayRef, BinaryBuilder, BooleanArray, Date32Array, DurationMicrosecondArray,
-    DurationMillisecondArray, DurationNanosecondArray, DurationSecondArray, FixedSizeBinaryArray,
-    FixedSizeListArray, PrimitiveArray, StructArray, TimestampMicrosecondArray,
+    Array, ArrayRef, BooleanArray, Date32Array, DurationMicrosecondArray, DurationMillisecondArray,
+    DurationNanosecondArray, DurationSecondArray, FixedSizeBinaryArray, FixedSizeListArray,
+    GenericBinaryArray, OffsetSizeTrait, PrimitiveArray, StructArray, TimestampMicrosecondArray,
     TimestampMillisecondArray, TimestampNanosecondArray, TimestampSecondArray,
 };
-use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::*;
 use std::sync::Arc;
 
@@ -168,6 +168,60 @@ fn time_values(vals: &mut [i64], unit: TimeUnit, mult: i64) {
     }
 }
 
+/// The length of `rec` without its trailing NULs, found a word at a time.
+#[inline(always)]
+fn trimmed_len(rec: &[u8]) -> usize {
+    let mut end = rec.len();
+    while end >= 8 {
+        let w = u64::from_le_bytes(rec[end - 8..end].try_into().expect("8 bytes"));
+        if w != 0 {
+            return end - (w.leading_zeros() / 8) as usize;
+        }
+        end -= 8;
+    }
+    while end > 0 && rec[end - 1] == 0 {
+        end -= 1;
+    }
+    end
+}
+
+/// `n` numpy `S<len>` values (record `i` at `data[i * stride + offset..]`) as a `Binary`
+/// array, each with its trailing NULs dropped (numpy's rule), written straight into the
+/// value buffer; past `i32::MAX` bytes of values, a `LargeBinary` array instead (the
+/// caller's schema then reports the mismatch as an error). Through a copy of every record
+/// and a `BinaryBuilder` append per value before: 9.5 → 5.0 ns per `S16` value (one
+/// thread, `tests::bytes_values_timing`).
+fn bytes_to_binary(data: &[u8], n: usize, stride: usize, offset: usize, len: usize) -> ArrayRef {
+    fn build<O: OffsetSizeTrait>(
+        data: &[u8],
+        n: usize,
+        stride: usize,
+        offset: usize,
+        len: usize,
+    ) -> Option<GenericBinaryArray<O>> {
+        let mut values: Vec<u8> = Vec::with_capacity(n.saturating_mul(len));
+        let mut offsets: Vec<O> = Vec::with_capacity(n + 1);
+        offsets.push(O::usize_as(0));
+        for i in 0..n {
+            let rec = &data[i * stride + offset..][..len];
+            values.extend_from_slice(&rec[..trimmed_len(rec)]);
+            offsets.push(O::from_usize(values.len())?);
+        }
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+        Some(GenericBinaryArray::new(
+            offsets,
+            Buffer::from_vec(values),
+            None,
+        ))
+    }
+    match build::<i32>(data, n, stride, offset, len) {
+        Some(a) => Arc::new(a),
+        None => {
+            Arc::new(build::<i64>(data, n, stride, offset, len).expect("a Vec's length fits i64"))
+        }
+    }
+}
+
 /// Converts `n` elements of `dtype` (each `stride` bytes apart, starting at `offset`) into
 /// an Arrow array of [`arrow_type`]`(dtype)`.
 pub fn to_arrow(dtype: &DType, data: &[u8], n: usize, stride: usize, offset: usize) -> ArrayRef {
@@ -217,20 +271,7 @@ pub fn to_arrow(dtype: &DType, data: &[u8], n: usize, stride: usize, offset: usi
             let bits = BooleanBuffer::collect_bool(n, |i| data[i * stride + offset] != 0);
             Arc::new(BooleanArray::new(bits, None))
         }
-        DType::Bytes(len) => {
-            let b = field_bytes(data, n, stride, offset, *len);
-            let mut builder = BinaryBuilder::with_capacity(n, b.len());
-            for rec in b.chunks(len.max(&1).to_owned()).take(n) {
-                let end = rec.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
-                builder.append_value(&rec[..end.min(*len)]);
-            }
-            if *len == 0 {
-                for _ in 0..n {
-                    builder.append_value(b"");
-                }
-            }
-            Arc::new(builder.finish())
-        }
+        DType::Bytes(len) => bytes_to_binary(data, n, stride, offset, *len),
         DType::Unicode { chars, .. } => {
             super::utf32::utf32_to_arrow(data, n, stride, offset, *chars, is_big_endian(dtype))
         }
@@ -340,4 +381,94 @@ pub fn fixed_list(values: ArrayRef, k: usize, nulls: Option<NullBuffer>) -> Arra
         values.null_count() > 0 || values.is_nullable(),
     ));
     Arc::new(FixedSizeListArray::new(item, k as i32, values, nulls))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{AsArray, BinaryBuilder};
+
+    /// The definition: every record copied out, its trailing NULs dropped, appended.
+    fn reference(data: &[u8], n: usize, stride: usize, offset: usize, len: usize) -> ArrayRef {
+        let mut b = BinaryBuilder::new();
+        for i in 0..n {
+            let rec = &data[i * stride + offset..][..len];
+            let end = rec.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
+            b.append_value(&rec[..end]);
+        }
+        Arc::new(b.finish())
+    }
+
+    #[test]
+    fn bytes_values_equal_the_definition() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for len in [0usize, 1, 3, 8, 16, 21] {
+            for (stride, offset) in [(len, 0), (len + 5, 2)] {
+                let n = 300;
+                let data: Vec<u8> = (0..n * stride + 8)
+                    .map(|_| {
+                        // Mostly zeros and small letters: NULs inside, at the end, whole.
+                        let r = next();
+                        if r % 3 == 0 { 0 } else { (r >> 8) as u8 }
+                    })
+                    .collect();
+                let got = bytes_to_binary(&data, n, stride, offset, len);
+                let want = reference(&data, n, stride, offset, len);
+                assert_eq!(got.as_binary::<i32>(), want.as_binary::<i32>(), "S{len}");
+            }
+        }
+    }
+
+    /// The conversion before session 33: the records copied out, then a sized builder.
+    fn before(data: &[u8], n: usize, stride: usize, offset: usize, len: usize) -> ArrayRef {
+        let b = field_bytes(data, n, stride, offset, len);
+        let mut builder = BinaryBuilder::with_capacity(n, b.len());
+        for rec in b.chunks(len.max(1)).take(n) {
+            let end = rec.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
+            builder.append_value(&rec[..end.min(len)]);
+        }
+        Arc::new(builder.finish())
+    }
+
+    /// Per-value cost of both (one thread; `cargo test --release -- --ignored`).
+    #[test]
+    #[ignore]
+    fn bytes_values_timing() {
+        let (n, len) = (1_000_000, 16);
+        let data: Vec<u8> = (0..n * len)
+            .map(|i| {
+                if i % len < 3 + i / len % 12 {
+                    b'a' + (i % 26) as u8
+                } else {
+                    0
+                }
+            })
+            .collect();
+        for round in 0..3 {
+            for (name, f) in [
+                (
+                    "new",
+                    bytes_to_binary as fn(&[u8], usize, usize, usize, usize) -> ArrayRef,
+                ),
+                ("old", before),
+            ] {
+                let mut best = f64::MAX;
+                for _ in 0..15 {
+                    let t = std::time::Instant::now();
+                    std::hint::black_box(f(&data, n, len, 0, len));
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                println!(
+                    "round {round} {name}: {:.2} ns/value",
+                    best * 1e9 / n as f64
+                );
+            }
+        }
+    }
 }
