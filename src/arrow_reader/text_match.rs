@@ -1,6 +1,7 @@
 //! Equality with given texts, tested on numpy `U<n>` records before they become Arrow
-//! strings: a scan filtered on `name = 'x'` or `name IN ('x', 'y')` keeps only the rows
-//! that can match and converts only those (`reader::BatchReader::with_text_matches`).
+//! strings (and with byte strings, on `S<n>` records before they become `Binary`): a scan
+//! filtered on `name = 'x'` or `name IN ('x', 'y')` keeps only the rows that can match and
+//! converts only those (`reader::BatchReader::with_text_matches`).
 //!
 //! A record equals a text when the text's code units, padded with NUL units to the
 //! record's `n`, are the record's bytes: exactly [`super::utf32`]'s rule (trailing NULs
@@ -15,7 +16,8 @@ use std::collections::HashSet;
 /// Up to this many texts are compared one after the other; more go through a hash set.
 const LINEAR_MAX: usize = 8;
 
-/// The padded records that equal one of a filter's texts, for one `U<n>` column.
+/// The padded records that equal one of a filter's texts, for one `U<n>` (or `S<n>`)
+/// column.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextMatch {
     /// Record size in bytes (`4 * n`).
@@ -53,6 +55,23 @@ impl TextMatch {
             }
         }
         Some(TextMatch { size, needles })
+    }
+
+    /// The records of an `S<len>` column whose values (trailing NUL bytes dropped, as
+    /// numpy reads them) equal one of `values`.
+    pub fn bytes(values: &[Vec<u8>], len: usize) -> Self {
+        let mut needles: Vec<Vec<u8>> = Vec::with_capacity(values.len());
+        for v in values {
+            if v.last() == Some(&0) || v.len() > len {
+                continue; // No record reads as it.
+            }
+            let mut rec = v.clone();
+            rec.resize(len, 0);
+            if !needles.contains(&rec) {
+                needles.push(rec);
+            }
+        }
+        TextMatch { size: len, needles }
     }
 
     /// True when no record can match (every text was too long or ended in NUL).
@@ -157,6 +176,22 @@ mod tests {
                         assert_eq!(kept.value(i), want, "record {i} {s:?}, texts {set:?}");
                     }
                 }
+            }
+        }
+    }
+
+    /// `S<n>` records: a value matches exactly the records that read as it.
+    #[test]
+    fn bytes_match_records_read_without_trailing_nuls() {
+        let recs: [&[u8]; 5] = [b"ab\0\0", b"ab\0c", b"\0\0\0\0", b"abcd", b"a\0\0\0"];
+        let data: Vec<u8> = recs.concat();
+        let read = |r: &[u8]| r[..r.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1)].to_vec();
+        let values: [&[u8]; 7] = [b"ab", b"ab\0c", b"", b"abcd", b"a", b"ab\0", b"abcde"];
+        for v in values {
+            let m = TextMatch::bytes(&[v.to_vec()], 4);
+            let kept = m.keep(&data, recs.len(), 4, 0);
+            for (i, r) in recs.iter().enumerate() {
+                assert_eq!(kept.value(i), read(r) == v, "record {r:?}, value {v:?}");
             }
         }
     }

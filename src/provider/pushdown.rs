@@ -212,24 +212,56 @@ mod tests {
     }
 }
 
-/// The column a filter requires to equal one of some texts, and the texts: `col = 'x'`
-/// (either way round), `col IN ('x', …)`, and `OR`s of those on one column. `None` for
-/// any other filter (a `NULL` among the texts included).
-pub fn text_equality(e: &Expr) -> Option<(String, Vec<String>)> {
+/// What a filter requires a column to equal one of: texts (a string column) or byte
+/// strings (a binary column, which DataFusion compares with binary literals).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Needles {
+    /// `name = 'x'` on a `Utf8` column.
+    Text(Vec<String>),
+    /// `name = 'x'` on a `Binary` column (the literal coerced to bytes).
+    Bytes(Vec<Vec<u8>>),
+}
+
+impl Needles {
+    fn extend(self, more: Needles) -> Option<Needles> {
+        match (self, more) {
+            (Needles::Text(mut a), Needles::Text(b)) => {
+                a.extend(b);
+                Some(Needles::Text(a))
+            }
+            (Needles::Bytes(mut a), Needles::Bytes(b)) => {
+                a.extend(b);
+                Some(Needles::Bytes(a))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The column a filter requires to equal one of some values, and the values: `col = 'x'`
+/// (either way round), `col IN ('x', …)`, and `OR`s of those on one column, with string
+/// or binary literals. `None` for any other filter (a `NULL` among the values included).
+pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
     fn column(e: &Expr) -> Option<String> {
         match e {
             Expr::Column(c) => Some(c.name.clone()),
             _ => None,
         }
     }
-    fn text(e: &Expr) -> Option<String> {
+    fn value(e: &Expr) -> Option<Needles> {
         match e {
             Expr::Literal(
                 ScalarValue::Utf8(Some(s))
                 | ScalarValue::LargeUtf8(Some(s))
                 | ScalarValue::Utf8View(Some(s)),
                 _,
-            ) => Some(s.clone()),
+            ) => Some(Needles::Text(vec![s.clone()])),
+            Expr::Literal(
+                ScalarValue::Binary(Some(b))
+                | ScalarValue::LargeBinary(Some(b))
+                | ScalarValue::BinaryView(Some(b)),
+                _,
+            ) => Some(Needles::Bytes(vec![b.clone()])),
             _ => None,
         }
     }
@@ -238,27 +270,32 @@ pub fn text_equality(e: &Expr) -> Option<(String, Vec<String>)> {
             left,
             op: Operator::Eq,
             right,
-        }) => match (column(left), text(right)) {
-            (Some(c), Some(t)) => Some((c, vec![t])),
-            _ => Some((column(right)?, vec![text(left)?])),
+        }) => match (column(left), value(right)) {
+            (Some(c), Some(v)) => Some((c, v)),
+            _ => Some((column(right)?, value(left)?)),
         },
         Expr::BinaryExpr(BinaryExpr {
             left,
             op: Operator::Or,
             right,
         }) => {
-            let (a, mut texts) = text_equality(left)?;
-            let (b, more) = text_equality(right)?;
-            (a == b).then(|| {
-                texts.extend(more);
-                (a, texts)
-            })
+            let (a, x) = text_equality(left)?;
+            let (b, y) = text_equality(right)?;
+            if a != b {
+                return None;
+            }
+            Some((a, x.extend(y)?))
         }
         Expr::InList(InList {
             expr,
             list,
             negated: false,
-        }) => Some((column(expr)?, list.iter().map(text).collect::<Option<_>>()?)),
+        }) => {
+            let c = column(expr)?;
+            let mut values = list.iter().map(value);
+            let first = values.next()??;
+            Some((c, values.try_fold(first, |acc, v| acc.extend(v?))?))
+        }
         _ => None,
     }
 }
@@ -271,8 +308,12 @@ mod text_tests {
     #[test]
     fn text_equalities_are_recognised() {
         let t = |e: Expr| text_equality(&e);
-        let one =
-            |c: &str, v: &[&str]| Some((c.to_string(), v.iter().map(|s| s.to_string()).collect()));
+        let one = |c: &str, v: &[&str]| {
+            Some((
+                c.to_string(),
+                Needles::Text(v.iter().map(|s| s.to_string()).collect()),
+            ))
+        };
         assert_eq!(t(col("name").eq(lit("x"))), one("name", &["x"]));
         assert_eq!(t(lit("x").eq(col("name"))), one("name", &["x"]));
         assert_eq!(
@@ -295,5 +336,15 @@ mod text_tests {
         assert_eq!(t(col("name").not_eq(lit("x"))), None);
         assert_eq!(t(col("id").eq(lit(3))), None);
         assert_eq!(t(col("name").eq(col("other"))), None);
+        let bytes = |v: &[u8]| lit(ScalarValue::Binary(Some(v.to_vec())));
+        assert_eq!(
+            t(col("b").eq(bytes(b"x")).or(col("b").eq(bytes(b"y")))),
+            Some((
+                "b".into(),
+                Needles::Bytes(vec![b"x".to_vec(), b"y".to_vec()])
+            ))
+        );
+        assert_eq!(t(col("b").eq(bytes(b"x")).or(col("b").eq(lit("y")))), None);
+        assert_eq!(t(col("b").in_list(vec![], false)), None);
     }
 }

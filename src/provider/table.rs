@@ -6,7 +6,7 @@
 
 use super::exec::Blosc2Exec;
 use super::prune::{PruneReport, SummaryCache, ZoneMaps, prune_units};
-use super::pushdown;
+use super::pushdown::{self, Needles};
 use crate::array::dtype::{DType, Endian};
 use crate::array::table::{ColumnStorage, Table};
 use crate::arrow_reader::reader::{Selection, plan_units};
@@ -266,8 +266,9 @@ impl TableProvider for Blosc2Table {
     }
 }
 
-/// The filters a scan of `t` can test on stored text records: equalities with texts
-/// ([`pushdown::text_equality`]) on 1-D `U<n>` columns.
+/// The filters a scan of `t` can test on stored records: equalities with texts
+/// ([`pushdown::text_equality`]) on 1-D `U<n>` columns, and with byte strings on 1-D
+/// `S<n>` columns.
 async fn text_matches(
     t: &Table,
     schema: &SchemaRef,
@@ -275,18 +276,27 @@ async fn text_matches(
 ) -> Result<Vec<(usize, Arc<TextMatch>)>> {
     let mut out = Vec::new();
     for f in filters {
-        let Some((name, texts)) = pushdown::text_equality(f) else {
+        let Some((name, needles)) = pushdown::text_equality(f) else {
             continue;
         };
         let Ok(p) = schema.index_of(&name) else {
             continue;
         };
         let c = t.open_column(p).await.map_err(super::to_df)?;
-        if let ColumnStorage::Fixed(a) = &c.storage
-            && a.geometry.ndim() == 1
-            && let DType::Unicode { chars, endian } = &a.dtype
-            && let Some(m) = TextMatch::new(&texts, *chars, *endian == Endian::Big)
-        {
+        let ColumnStorage::Fixed(a) = &c.storage else {
+            continue;
+        };
+        if a.geometry.ndim() != 1 {
+            continue;
+        }
+        let m = match (&a.dtype, &needles) {
+            (DType::Unicode { chars, endian }, Needles::Text(texts)) => {
+                TextMatch::new(texts, *chars, *endian == Endian::Big)
+            }
+            (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
+            _ => None,
+        };
+        if let Some(m) = m {
             out.push((p, Arc::new(m)));
         }
     }
