@@ -181,9 +181,10 @@ impl BatchReader {
         }
     }
 
-    /// Keeps only the table rows whose `U<n>` column `p` (a full-schema index; a
-    /// `Fixed` 1-D column) equals one of its [`TextMatch`]'s texts, for every pair: the
-    /// test runs on the stored records, and only the rows kept are converted. Rows that
+    /// Keeps only the table rows whose `U<n>` or `S<n>` column `p` (a full-schema index; a
+    /// `Fixed` 1-D column), or the array elements whose `value` (`p` = the array's ndim;
+    /// a `U<n>` or `S<n>` dtype), equals one of its [`TextMatch`]'s values, for every pair:
+    /// the test runs on the stored records, and only the rows kept are converted. Rows that
     /// a filter would drop for other reasons (nulls) may stay: the filter must still be
     /// applied above the scan.
     pub fn with_text_matches(mut self, matches: Vec<(usize, Arc<TextMatch>)>) -> Self {
@@ -219,6 +220,9 @@ impl BatchReader {
     /// IO, container and decoding errors.
     pub async fn read(&self, unit: &ScanUnit, stats: &mut ReadStats) -> Result<RecordBatch> {
         match (&*self.ds, unit) {
+            (Dataset::Array(a), ScanUnit::Box(bx)) if !self.text_matches.is_empty() => {
+                self.read_array_matching(a, bx, stats).await
+            }
             (Dataset::Array(a), ScanUnit::Box(bx)) => {
                 let n = unit.rows() as usize;
                 let ndim = a.geometry.ndim();
@@ -265,6 +269,45 @@ impl BatchReader {
                 "scan unit does not match the dataset kind".into(),
             )),
         }
+    }
+
+    /// [`BatchReader::read`] of an array box with text matches on its `value` column:
+    /// the elements are tested first, then only the kept ones are converted and the
+    /// `dim_k` columns filtered to them.
+    async fn read_array_matching(
+        &self,
+        a: &NdArray,
+        bx: &[Range<u64>],
+        stats: &mut ReadStats,
+    ) -> Result<RecordBatch> {
+        let n = a.box_items(bx)? as usize;
+        let empty = || Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
+        if self.text_matches.iter().any(|(_, m)| m.matches_nothing()) {
+            return empty();
+        }
+        let data = a.read_box_threads(bx, stats, self.block_threads).await?;
+        let size = a.itemsize();
+        let mut keep = BooleanBuffer::new_set(n);
+        for (_, m) in &self.text_matches {
+            keep = &keep & &m.keep(&data, n, size, 0);
+        }
+        let kept = keep.count_set_bits();
+        if kept == 0 {
+            return empty();
+        }
+        let packed = kept_records(&data, &keep, size);
+        let filter = BooleanArray::new(keep, None);
+        let ndim = a.geometry.ndim();
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(self.projection.len());
+        for &p in &self.projection {
+            cols.push(if p < ndim {
+                arrow::compute::filter(&dim_column(bx, p, n), &filter)
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?
+            } else {
+                value_column(a, &self.full, p, &packed, kept)?
+            });
+        }
+        batch(&self.schema, cols, kept)
     }
 
     async fn read_table(
@@ -360,10 +403,7 @@ impl BatchReader {
                 Some((_, bytes)) => {
                     let d = t.open_column(p).await?.dtype();
                     let size = d.itemsize();
-                    let mut packed = Vec::with_capacity(kept * size);
-                    for i in keep.set_indices() {
-                        packed.extend_from_slice(&bytes[i * size..][..size]);
-                    }
+                    let packed = kept_records(bytes, &keep, size);
                     let arr = to_arrow(d, &packed, kept, size, 0);
                     let arr = self
                         .table_nulls(t, p, arr, rows.clone(), Some(&keep), stats)
@@ -450,6 +490,15 @@ impl BatchReader {
             _ => Ok(arr),
         }
     }
+}
+
+/// The records of `size` bytes in `data` that `keep` marks, packed in order.
+fn kept_records(data: &[u8], keep: &BooleanBuffer, size: usize) -> Vec<u8> {
+    let mut packed = Vec::with_capacity(keep.count_set_bits() * size);
+    for i in keep.set_indices() {
+        packed.extend_from_slice(&data[i * size..][..size]);
+    }
+    packed
 }
 
 /// The elements of box `bx` of an array of a [`direct_primitive`] dtype, in C order, in

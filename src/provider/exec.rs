@@ -171,8 +171,8 @@ impl Blosc2Exec {
         }
     }
 
-    /// This scan yielding only the table rows whose `U<n>` columns equal the texts of
-    /// `matches` (full-schema column index, texts): see
+    /// This scan yielding only the table rows (array elements) whose `U<n>` or `S<n>`
+    /// columns equal the values of `matches` (full-schema column index, values): see
     /// [`BatchReader::with_text_matches`]. Its row count becomes an upper bound, and it
     /// records no zone maps, since its batches no longer hold whole zones.
     pub(crate) fn with_text_matches(mut self, matches: Vec<(usize, Arc<TextMatch>)>) -> Self {

@@ -8,6 +8,7 @@ use super::exec::Blosc2Exec;
 use super::prune::{PruneReport, SummaryCache, ZoneMaps, prune_units};
 use super::pushdown::{self, Needles};
 use crate::array::dtype::{DType, Endian};
+use crate::array::ndarray::NdArray;
 use crate::array::table::{ColumnStorage, Table};
 use crate::arrow_reader::reader::{Selection, plan_units};
 use crate::arrow_reader::schema::dataset_schema;
@@ -245,7 +246,7 @@ impl TableProvider for Blosc2Table {
         let stats = self.statistics_for(&sel);
         let text_matches = match &*self.ds {
             Dataset::Table(t) => text_matches(t, &self.schema, filters).await?,
-            Dataset::Array(_) => Vec::new(),
+            Dataset::Array(a) => value_text_matches(a, &self.schema, filters),
         };
         Ok(Arc::new(
             Blosc2Exec::new(
@@ -266,9 +267,8 @@ impl TableProvider for Blosc2Table {
     }
 }
 
-/// The filters a scan of `t` can test on stored records: equalities with texts
-/// ([`pushdown::text_equality`]) on 1-D `U<n>` columns, and with byte strings on 1-D
-/// `S<n>` columns.
+/// The filters a scan of `t` can test on stored records: equalities
+/// ([`pushdown::text_equality`]) on 1-D `U<n>` and `S<n>` columns.
 async fn text_matches(
     t: &Table,
     schema: &SchemaRef,
@@ -283,22 +283,39 @@ async fn text_matches(
             continue;
         };
         let c = t.open_column(p).await.map_err(super::to_df)?;
-        let ColumnStorage::Fixed(a) = &c.storage else {
-            continue;
-        };
-        if a.geometry.ndim() != 1 {
-            continue;
-        }
-        let m = match (&a.dtype, &needles) {
-            (DType::Unicode { chars, endian }, Needles::Text(texts)) => {
-                TextMatch::new(texts, *chars, *endian == Endian::Big)
-            }
-            (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
-            _ => None,
-        };
-        if let Some(m) = m {
+        if let ColumnStorage::Fixed(a) = &c.storage
+            && a.geometry.ndim() == 1
+            && let Some(m) = record_match(&a.dtype, &needles)
+        {
             out.push((p, Arc::new(m)));
         }
     }
     Ok(out)
+}
+
+/// The same for the `value` column of an array of a `U<n>` or `S<n>` dtype.
+fn value_text_matches(
+    a: &NdArray,
+    schema: &SchemaRef,
+    filters: &[Expr],
+) -> Vec<(usize, Arc<TextMatch>)> {
+    let p = a.geometry.ndim();
+    filters
+        .iter()
+        .filter_map(pushdown::text_equality)
+        .filter(|(name, _)| schema.index_of(name).ok() == Some(p))
+        .filter_map(|(_, needles)| record_match(&a.dtype, &needles))
+        .map(|m| (p, Arc::new(m)))
+        .collect()
+}
+
+/// The test on records of `dtype` for `needles`: texts on `U<n>`, byte strings on `S<n>`.
+fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
+    match (dtype, needles) {
+        (DType::Unicode { chars, endian }, Needles::Text(texts)) => {
+            TextMatch::new(texts, *chars, *endian == Endian::Big)
+        }
+        (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
+        _ => None,
+    }
 }

@@ -526,3 +526,32 @@ async fn check_text_filters(rel: &str, cols: &str, key: &str, cases: &[(&str, bo
         );
     }
 }
+
+/// The same for the `value` column of 1-D arrays of strings and bytes (b2nd `<U3` and
+/// `|S5` arrays, a bcolz `S3` carray), with `dim_0` filters beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn array_value_equalities_match_unpushed_filters() {
+    let cases = [
+        ("value = 'ab'", true, true),
+        ("value = ''", true, true),
+        ("value IN ('héé', 'zzz')", true, true),
+        ("value = 'abc'", true, false),
+        ("value = 'ab' AND dim_0 < 500", true, true),
+        ("value = 'zzz' OR value = 'ab'", true, true),
+        ("value <> 'ab'", false, true),
+    ];
+    check_text_filters("b2nd/dtype-le_U3.b2nd", "dim_0, value", "dim_0", &cases).await;
+    let cases = [
+        ("value = 'hello'", true, true),
+        ("value = 'ab' OR value = ''", true, true),
+        ("value = 'hell'", true, false),
+        ("value = 'hello' AND dim_0 BETWEEN 100 AND 700", true, true),
+    ];
+    check_text_filters("b2nd/dtype-na_S5.b2nd", "dim_0, value", "dim_0", &cases).await;
+    let cases = [
+        ("value = 'abc'", true, true),
+        ("value = 'de' OR value = 'f'", true, true),
+        ("value = 'ab'", true, false),
+    ];
+    check_text_filters("bcolz/carray-S3", "dim_0, value", "dim_0", &cases).await;
+}
