@@ -150,7 +150,8 @@ pub struct BatchReader {
     schema: SchemaRef,
     block_threads: usize,
     pool: Arc<BufferPool>,
-    /// Table columns (full-schema indices) and the texts a row must equal in each.
+    /// Columns (full-schema indices: a table's `U<n>`/`S<n>` columns, an array's `value`)
+    /// and the values a row must equal in each.
     text_matches: Vec<(usize, Arc<TextMatch>)>,
 }
 
@@ -190,11 +191,6 @@ impl BatchReader {
     pub fn with_text_matches(mut self, matches: Vec<(usize, Arc<TextMatch>)>) -> Self {
         self.text_matches = matches;
         self
-    }
-
-    /// Whether the batches hold only the rows of [`BatchReader::with_text_matches`].
-    pub fn filters_rows(&self) -> bool {
-        !self.text_matches.is_empty()
     }
 
     /// Decodes each whole array chunk on up to `threads` threads (blocks in parallel);
@@ -376,18 +372,21 @@ impl BatchReader {
             if m.matches_nothing() {
                 return empty();
             }
-            let ColumnData::Fixed(bytes) = t.read_column(*p, rows.clone(), stats).await? else {
-                return Err(Error::InvalidArgument(format!(
-                    "column {p} of {} is not fixed-width text",
-                    t.display()
-                )));
-            };
+            if !records.iter().any(|(q, _)| q == p) {
+                let ColumnData::Fixed(bytes) = t.read_column(*p, rows.clone(), stats).await? else {
+                    return Err(Error::InvalidArgument(format!(
+                        "column {p} of {} is not fixed-width text",
+                        t.display()
+                    )));
+                };
+                records.push((*p, bytes));
+            }
+            let (_, bytes) = records.iter().find(|(q, _)| q == p).expect("just read");
             let size = t.open_column(*p).await?.dtype().itemsize();
-            keep = &keep & &m.keep(&bytes, n, size, 0);
+            keep = &keep & &m.keep(bytes, n, size, 0);
             if keep.count_set_bits() == 0 {
                 return empty();
             }
-            records.push((*p, bytes));
         }
         if let Some(valid) = t.read_valid(rows.clone(), stats).await? {
             keep = &keep & &BooleanBuffer::collect_bool(n, |i| valid[i] != 0);

@@ -438,6 +438,7 @@ async fn text_equalities_match_unpushed_filters() {
         ("opt = 'wxyz'", true, true),
         ("opt IN ('x', 'yz')", true, true),
         ("word = 'alpha' AND opt = 'x'", true, true),
+        ("word = 'alpha' AND word IN ('alpha', 'beta')", true, true),
         ("word = 'beta' AND i > 300", true, true),
         ("word = 'alpha' OR i = 5", false, true),
         ("word = 'a\u{FFFD}'", false, false),
