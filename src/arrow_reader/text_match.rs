@@ -22,8 +22,11 @@ const LINEAR_MAX: usize = 8;
 pub struct TextMatch {
     /// Record size in bytes (`4 * n`).
     size: usize,
-    /// The texts that some record can equal, each as the record it would be.
+    /// The texts that some record can equal, each as the record it would be; or, for
+    /// [`TextMatch::prefixes`], the code units a record must start with.
     needles: Vec<Vec<u8>>,
+    /// Whether the needles are prefixes.
+    prefix: bool,
 }
 
 impl TextMatch {
@@ -54,7 +57,47 @@ impl TextMatch {
                 needles.push(rec);
             }
         }
-        Some(TextMatch { size, needles })
+        Some(TextMatch {
+            size,
+            needles,
+            prefix: false,
+        })
+    }
+
+    /// The records of a `U<chars>` column whose strings start with one of `prefixes`
+    /// (`LIKE 'x%'`), or `None` as for [`TextMatch::new`]. A record is kept when its first
+    /// units are a prefix's: every string that starts with it, and a few that do not (a
+    /// prefix ending in NUL also keeps records whose NULs are trailing, which numpy drops),
+    /// which the filter above the scan removes.
+    pub fn prefixes(prefixes: &[String], chars: usize, big: bool) -> Option<Self> {
+        let mut needles: Vec<Vec<u8>> = Vec::with_capacity(prefixes.len());
+        for t in prefixes {
+            if t.contains(char::REPLACEMENT_CHARACTER) {
+                return None;
+            }
+            if t.chars().count() > chars {
+                continue; // No record is that long.
+            }
+            let units: Vec<u8> = t
+                .chars()
+                .flat_map(|c| {
+                    let u = c as u32;
+                    if big {
+                        u.to_be_bytes()
+                    } else {
+                        u.to_le_bytes()
+                    }
+                })
+                .collect();
+            if !needles.contains(&units) {
+                needles.push(units);
+            }
+        }
+        Some(TextMatch {
+            size: chars * 4,
+            needles,
+            prefix: true,
+        })
     }
 
     /// The records of an `S<len>` column whose values (trailing NUL bytes dropped, as
@@ -71,7 +114,11 @@ impl TextMatch {
                 needles.push(rec);
             }
         }
-        TextMatch { size: len, needles }
+        TextMatch {
+            size: len,
+            needles,
+            prefix: false,
+        }
     }
 
     /// True when no record can match (every text was too long or ended in NUL).
@@ -87,6 +134,11 @@ impl TextMatch {
     /// geometry).
     pub fn keep(&self, data: &[u8], n: usize, stride: usize, offset: usize) -> BooleanBuffer {
         let rec = |i: usize| &data[i * stride + offset..][..self.size];
+        if self.prefix {
+            return BooleanBuffer::collect_bool(n, |i| {
+                self.needles.iter().any(|p| rec(i).starts_with(p))
+            });
+        }
         match self.needles.as_slice() {
             [] => BooleanBuffer::new_unset(n),
             [one] if self.size >= 8 => {
@@ -178,6 +230,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Prefixes keep every record whose string starts with one, and only those unless
+    /// the prefix ends in NUL.
+    #[test]
+    fn prefixes_keep_every_string_that_starts_with_them() {
+        const A: u32 = 'a' as u32;
+        let values: Vec<&[u32]> = vec![&[], &[A], &[A, A], &[A, 0, A], &[0x65E5, A], &[0xD800]];
+        let prefixes = ["", "a", "aa", "a\0", "日", "aaaaaa", "b"];
+        for big in [false, true] {
+            let data = records(&values, 3, big);
+            let strings = utf32_to_arrow(&data, values.len(), 12, 0, 3, big);
+            let strings = strings.as_string::<i32>();
+            for p in prefixes {
+                let m = TextMatch::prefixes(&[p.to_string()], 3, big).expect("no U+FFFD");
+                let kept = m.keep(&data, values.len(), 12, 0);
+                for (i, s) in strings.iter().enumerate() {
+                    let starts = s.is_some_and(|s| s.starts_with(p));
+                    if p.ends_with('\0') {
+                        assert!(kept.value(i) || !starts, "record {i} {s:?}, prefix {p:?}");
+                    } else {
+                        assert_eq!(kept.value(i), starts, "record {i} {s:?}, prefix {p:?}");
+                    }
+                }
+            }
+        }
+        assert_eq!(TextMatch::prefixes(&["\u{FFFD}".into()], 3, false), None);
     }
 
     /// `S<n>` records: a value matches exactly the records that read as it.

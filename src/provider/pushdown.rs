@@ -7,7 +7,7 @@
 
 use crate::arrow_reader::reader::Selection;
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::expr::InList;
+use datafusion::logical_expr::expr::{InList, Like};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 use std::ops::Range;
 
@@ -220,6 +220,8 @@ pub enum Needles {
     Text(Vec<String>),
     /// `name = 'x'` on a `Binary` column (the literal coerced to bytes).
     Bytes(Vec<Vec<u8>>),
+    /// `name LIKE 'x%'` on a `Utf8` column: the prefixes.
+    Prefix(Vec<String>),
 }
 
 impl Needles {
@@ -233,6 +235,10 @@ impl Needles {
                 a.extend(b);
                 Some(Needles::Bytes(a))
             }
+            (Needles::Prefix(mut a), Needles::Prefix(b)) => {
+                a.extend(b);
+                Some(Needles::Prefix(a))
+            }
             _ => None,
         }
     }
@@ -240,7 +246,9 @@ impl Needles {
 
 /// The column a filter requires to equal one of some values, and the values: `col = 'x'`
 /// (either way round), `col IN ('x', …)`, and `OR`s of those on one column, with string
-/// or binary literals. `None` for any other filter (a `NULL` among the values included).
+/// or binary literals; or to start with one of some texts: `col LIKE 'x%'` (one trailing
+/// `%`, no other wildcard or escape), and `OR`s of those. `None` for any other filter (a
+/// `NULL` among the values included).
 pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
     fn column(e: &Expr) -> Option<String> {
         match e {
@@ -285,6 +293,24 @@ pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
                 return None;
             }
             Some((a, x.extend(y)?))
+        }
+        Expr::Like(Like {
+            negated: false,
+            expr,
+            pattern,
+            escape_char,
+            case_insensitive: false,
+        }) => {
+            let Needles::Text(mut p) = value(pattern)? else {
+                return None;
+            };
+            let p = p.pop()?;
+            let prefix = p.strip_suffix('%')?;
+            let escape = escape_char.unwrap_or('\\');
+            if prefix.contains(['%', '_', escape]) {
+                return None;
+            }
+            Some((column(expr)?, Needles::Prefix(vec![prefix.to_string()])))
         }
         Expr::InList(InList {
             expr,
@@ -346,5 +372,26 @@ mod text_tests {
         );
         assert_eq!(t(col("b").eq(bytes(b"x")).or(col("b").eq(lit("y")))), None);
         assert_eq!(t(col("b").in_list(vec![], false)), None);
+        let prefix = |v: &[&str]| {
+            Some((
+                "name".into(),
+                Needles::Prefix(v.iter().map(|s| s.to_string()).collect()),
+            ))
+        };
+        assert_eq!(t(col("name").like(lit("ab%"))), prefix(&["ab"]));
+        assert_eq!(
+            t(col("name").like(lit("ab%")).or(col("name").like(lit("c%")))),
+            prefix(&["ab", "c"])
+        );
+        assert_eq!(t(col("name").like(lit("a_b%"))), None);
+        assert_eq!(t(col("name").like(lit("a%b%"))), None);
+        assert_eq!(t(col("name").like(lit("a\\%%"))), None);
+        assert_eq!(t(col("name").like(lit("%ab"))), None);
+        assert_eq!(t(col("name").not_like(lit("ab%"))), None);
+        assert_eq!(t(col("name").ilike(lit("ab%"))), None);
+        assert_eq!(
+            t(col("name").like(lit("ab%")).or(col("name").eq(lit("c")))),
+            None
+        );
     }
 }

@@ -309,11 +309,15 @@ fn value_text_matches(
         .collect()
 }
 
-/// The test on records of `dtype` for `needles`: texts on `U<n>`, byte strings on `S<n>`.
+/// The test on records of `dtype` for `needles`: texts and prefixes on `U<n>`, byte
+/// strings on `S<n>`.
 fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
     match (dtype, needles) {
         (DType::Unicode { chars, endian }, Needles::Text(texts)) => {
             TextMatch::new(texts, *chars, *endian == Endian::Big)
+        }
+        (DType::Unicode { chars, endian }, Needles::Prefix(prefixes)) => {
+            TextMatch::prefixes(prefixes, *chars, *endian == Endian::Big)
         }
         (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
         _ => None,

@@ -443,6 +443,18 @@ async fn text_equalities_match_unpushed_filters() {
         ("word = 'alpha' OR i = 5", false, true),
         ("word = 'a\u{FFFD}'", false, false),
         ("word <> 'alpha'", false, true),
+        ("word LIKE 'al%'", true, true),
+        ("word LIKE 'ñan%'", true, true),
+        ("word LIKE '日%'", true, true),
+        ("word LIKE 'gamma6%'", true, true),
+        ("word LIKE 'gamma67%'", true, false),
+        ("word LIKE 'a' || chr(0) || '%'", true, true),
+        ("word LIKE 'a%' OR word LIKE 'b%'", true, true),
+        ("opt LIKE 'w%'", true, true),
+        ("word LIKE 'a_b%'", false, true),
+        ("word LIKE '%a'", false, true),
+        ("word NOT LIKE 'a%'", false, true),
+        ("word ILIKE 'AL%'", false, true),
     ];
     check_text_filters("ctable/texts.b2d", "i, word, opt", "i", &cases).await;
 }
@@ -539,6 +551,7 @@ async fn array_value_equalities_match_unpushed_filters() {
         ("value = 'abc'", true, false),
         ("value = 'ab' AND dim_0 < 500", true, true),
         ("value = 'zzz' OR value = 'ab'", true, true),
+        ("value LIKE 'h%'", true, true),
         ("value <> 'ab'", false, true),
     ];
     check_text_filters("b2nd/dtype-le_U3.b2nd", "dim_0, value", "dim_0", &cases).await;
