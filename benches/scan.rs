@@ -164,6 +164,16 @@ const QUERIES: &[Query] = &[
         columns: "name",
     },
     Query {
+        name: "names: name LIKE 'ab%', count and sum(id)",
+        sql: "SELECT count(*), sum(id) FROM names_{c} WHERE name LIKE 'ab%'",
+        check: Check::Same,
+        floor: &[
+            "names-{c}.b2d/_cols/name.b2nd",
+            "names-{c}.b2d/_cols/id.b2nd",
+        ],
+        columns: "name, id",
+    },
+    Query {
         name: "names: count per name, top 3",
         sql: "SELECT name, count(*) AS n FROM names_{c} GROUP BY name ORDER BY n DESC, name LIMIT 3",
         check: Check::Same,
