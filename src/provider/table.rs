@@ -1,8 +1,10 @@
 //! `Blosc2Table`: a DataFusion [`TableProvider`] over any opened [`Dataset`].
 //!
-//! `scan` turns dimension filters into a [`Selection`] (Exact pushdown), plans scan units
-//! and spreads them over `target_partitions`; statistics give exact row counts and exact
-//! `dim_k` ranges, so `count(*)` and `min(dim_0)` need no decompression.
+//! `scan` turns dimension filters into a [`Selection`] (Exact pushdown), value filters
+//! into zone pruning, and equalities (or `LIKE 'x%'`) on fixed-width text into tests on
+//! the stored records (`text_match`; both Inexact), plans scan units and spreads them over
+//! `target_partitions`; statistics give exact row counts and exact `dim_k` ranges, so
+//! `count(*)` and `min(dim_0)` need no decompression.
 
 use super::exec::Blosc2Exec;
 use super::prune::{PruneReport, SummaryCache, ZoneMaps, prune_units};
