@@ -30,27 +30,11 @@ impl TextMatch {
     /// (it holds U+FFFD).
     pub fn new(texts: &[String], chars: usize, big: bool) -> Option<Self> {
         let size = chars * 4;
-        let mut needles: Vec<Vec<u8>> = Vec::with_capacity(texts.len());
-        for t in texts {
-            if t.contains(char::REPLACEMENT_CHARACTER) {
-                return None;
-            }
-            if t.ends_with('\0') || t.chars().count() > chars {
-                continue; // No record converts to it.
-            }
-            let mut rec = Vec::with_capacity(size);
-            for c in t.chars() {
-                let u = c as u32;
-                rec.extend_from_slice(&if big {
-                    u.to_be_bytes()
-                } else {
-                    u.to_le_bytes()
-                });
-            }
+        // A text ending in NUL is no converted value. (Distinct texts that do not end in
+        // NUL stay distinct once padded.)
+        let mut needles = units(texts, chars, big, |t| !t.ends_with('\0'))?;
+        for rec in &mut needles {
             rec.resize(size, 0);
-            if !needles.contains(&rec) {
-                needles.push(rec);
-            }
         }
         Some(TextMatch {
             size,
@@ -65,32 +49,9 @@ impl TextMatch {
     /// prefix ending in NUL also keeps records whose NULs are trailing, which numpy drops),
     /// which the filter above the scan removes.
     pub fn prefixes(prefixes: &[String], chars: usize, big: bool) -> Option<Self> {
-        let mut needles: Vec<Vec<u8>> = Vec::with_capacity(prefixes.len());
-        for t in prefixes {
-            if t.contains(char::REPLACEMENT_CHARACTER) {
-                return None;
-            }
-            if t.chars().count() > chars {
-                continue; // No record is that long.
-            }
-            let units: Vec<u8> = t
-                .chars()
-                .flat_map(|c| {
-                    let u = c as u32;
-                    if big {
-                        u.to_be_bytes()
-                    } else {
-                        u.to_le_bytes()
-                    }
-                })
-                .collect();
-            if !needles.contains(&units) {
-                needles.push(units);
-            }
-        }
         Some(TextMatch {
             size: chars * 4,
-            needles,
+            needles: units(prefixes, chars, big, |_| true)?,
             prefix: true,
         })
     }
@@ -176,6 +137,41 @@ impl TextMatch {
             }
         }
     }
+}
+
+/// The code units (big-endian when `big`) of each of `texts` that `usable` accepts and a
+/// `U<chars>` record can hold, without repeats; `None` when a text holds U+FFFD, which
+/// records with invalid units also convert to.
+fn units(
+    texts: &[String],
+    chars: usize,
+    big: bool,
+    usable: impl Fn(&str) -> bool,
+) -> Option<Vec<Vec<u8>>> {
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(texts.len());
+    for t in texts {
+        if t.contains(char::REPLACEMENT_CHARACTER) {
+            return None;
+        }
+        if !usable(t) || t.chars().count() > chars {
+            continue; // No record converts to it, or is that long.
+        }
+        let u: Vec<u8> = t
+            .chars()
+            .flat_map(|c| {
+                let u = c as u32;
+                if big {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                }
+            })
+            .collect();
+        if !out.contains(&u) {
+            out.push(u);
+        }
+    }
+    Some(out)
 }
 
 /// Whether two records are equal. (`==` on slices, one `bcmp` call: about 3 ns for 48
