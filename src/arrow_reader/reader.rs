@@ -200,9 +200,12 @@ impl BatchReader {
         self
     }
 
-    /// The dataset's full schema, which projection indices refer to.
-    pub fn full_schema(&self) -> SchemaRef {
-        Arc::clone(&self.full)
+    /// The names of the columns [`BatchReader::with_text_matches`] tests, in its order.
+    pub fn text_match_columns(&self) -> Vec<&str> {
+        self.text_matches
+            .iter()
+            .map(|(p, _)| self.full.field(*p).name().as_str())
+            .collect()
     }
 
     /// The output schema.

@@ -41,8 +41,6 @@ pub struct Blosc2Exec {
     limit: Option<usize>,
     stats: Statistics,
     selection: Selection,
-    /// The columns whose stored texts the scan tests (`BatchReader::with_text_matches`).
-    text_columns: Vec<String>,
     chunks_total: u64,
     chunks_selected: u64,
     metrics: ExecutionPlanMetricsSet,
@@ -150,7 +148,6 @@ impl Blosc2Exec {
             limit,
             stats,
             selection,
-            text_columns: Vec::new(),
             chunks_total,
             chunks_selected,
             metrics: ExecutionPlanMetricsSet::new(),
@@ -179,11 +176,6 @@ impl Blosc2Exec {
         if matches.is_empty() {
             return self;
         }
-        let full = self.reader.full_schema();
-        self.text_columns = matches
-            .iter()
-            .map(|(p, _)| full.field(*p).name().clone())
-            .collect();
         self.reader = self.reader.with_text_matches(matches);
         self.zone_maps = None;
         self.stats = self.stats.to_inexact();
@@ -235,8 +227,9 @@ impl DisplayAs for Blosc2Exec {
                 p.sources.join("+")
             )?;
         }
-        if !self.text_columns.is_empty() {
-            write!(f, ", text_match=[{}]", self.text_columns.join(", "))?;
+        let text_columns = self.reader.text_match_columns();
+        if !text_columns.is_empty() {
+            write!(f, ", text_match=[{}]", text_columns.join(", "))?;
         }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
