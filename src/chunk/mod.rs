@@ -313,7 +313,7 @@ impl<'a> Chunk<'a> {
         let codec = h.codec()?;
         for (slot, &f) in h.filters.iter().enumerate() {
             match f {
-                0..=4 | 36 => {}
+                0..=4 | 35 | 36 => {}
                 _ => {
                     return Err(ChunkError::Unsupported(format!(
                         "filter {} in pipeline slot {slot}",
@@ -819,7 +819,7 @@ impl<'a> Chunk<'a> {
             let undo = match f {
                 1 => !(h.version <= 2 && ts == 1),
                 2 => !(h.version <= 2 && bsize < ts),
-                3 => true,
+                3 | 35 => true,
                 _ => false,
             };
             if undo {
@@ -926,18 +926,37 @@ impl<'a> Chunk<'a> {
         let h = &self.header;
         let ts = h.typesize as usize;
         let bsize = dst.len();
-        // DELTA (3) is undone in place; SHUFFLE and BITSHUFFLE out of place. Once only DELTA
-        // is left, the data goes to `dst` and stays there (no copy at the end).
-        let in_place_from = ops.iter().rposition(|&(_, f)| f != 3).map_or(0, |k| k + 1);
-        let undelta = |buf: &mut [u8]| -> ChunkResult<()> {
-            for _ in &ops[in_place_from..] {
-                undelta_one(j, ts, reference, buf)?;
+        // DELTA (3) and BYTEDELTA (35) are undone in place; SHUFFLE and BITSHUFFLE out of
+        // place. Once only in-place filters are left, the data goes to `dst` and stays
+        // there (no copy at the end).
+        let in_place = |buf: &mut [u8], slot: usize, f: u8| -> ChunkResult<()> {
+            if f == 35 {
+                // The meta byte is the stream count (python-blosc2 writes the typesize);
+                // 0 means the typesize (C-Blosc2 reads the super-chunk's, which a chunk's
+                // header repeats).
+                let streams = match h.filters_meta[slot] {
+                    0 => ts,
+                    m => m as usize,
+                };
+                filter::bytedelta::unbytedelta(streams, buf);
+                Ok(())
+            } else {
+                undelta_one(j, ts, reference, buf)
+            }
+        };
+        let in_place_from = ops
+            .iter()
+            .rposition(|&(_, f)| f == 1 || f == 2)
+            .map_or(0, |k| k + 1);
+        let undo_rest = |buf: &mut [u8]| -> ChunkResult<()> {
+            for &(slot, f) in &ops[in_place_from..] {
+                in_place(buf, slot, f)?;
             }
             Ok(())
         };
         if in_place_from == 0 {
             fill(dst)?;
-            return undelta(dst);
+            return undo_rest(dst);
         }
         let Scratch { a, b, .. } = s;
         let (mut cur, mut other) = (grown(a, bsize), grown(b, bsize));
@@ -961,10 +980,10 @@ impl<'a> Chunk<'a> {
                         std::mem::swap(&mut cur, &mut other);
                     }
                 }
-                _ => undelta_one(j, ts, reference, cur)?,
+                _ => in_place(cur, slot, f)?,
             }
         }
-        undelta(dst)
+        undo_rest(dst)
     }
 
     /// Concatenates the streams of block `j`, split as `split` says, into `raw` (the

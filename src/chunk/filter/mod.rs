@@ -1,8 +1,9 @@
-//! Filters undone after the codec: byte unshuffle, bit unshuffle, XOR delta.
+//! Filters undone after the codec: byte unshuffle, bit unshuffle, XOR delta, BYTEDELTA.
 //!
-//! `spec/filters.md` §2–4. Portable kernels live here; `crate::chunk::simd` holds the
+//! `spec/filters.md` §2–4 and §6. Portable kernels live here; `crate::chunk::simd` holds the
 //! vectorized twins and picks one at run time.
 
 pub mod bitshuffle;
+pub mod bytedelta;
 pub mod delta;
 pub mod shuffle;

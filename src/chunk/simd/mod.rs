@@ -8,8 +8,8 @@
 //! file dispatches; `x86_shuffle` holds the byte-unshuffle kernels (SSE2 and AVX2, one
 //! unpack network generic over the register type), `x86_bits` the bit unshuffle's plane
 //! transpose, `x86_lanes` the register trait both are written against, `x86_adler` the
-//! Adler-32 of zlib streams (AVX-512 VNNI; its portable twin is zlib-rs's), and `reduce`
-//! the sums.
+//! Adler-32 of zlib streams (AVX-512 VNNI; its portable twin is zlib-rs's), `x86_sum`
+//! BYTEDELTA's running sum, and `reduce` the sums.
 
 #![allow(unsafe_code)]
 
@@ -115,6 +115,24 @@ pub fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usi
     }
 }
 
+/// The running sum mod 256 of `stream` in place (byte `i` becomes the sum of bytes
+/// `0..=i`, BYTEDELTA's undo) with a SIMD kernel over a prefix of it; returns the length
+/// of that prefix (0 when there is no kernel), which the portable loop continues from.
+pub fn running_sum_bytes(stream: &mut [u8]) -> usize {
+    if !enabled() {
+        return 0;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86_sum::running_sum(stream)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = stream;
+        0
+    }
+}
+
 /// Whether more than 8 of `rows` (the 8 ways of an L1 set) start in the same set of a
 /// 64-set L1 data cache, counting a row that starts where the one before it does (the
 /// shared zero row of zero-run streams) once. Such rows, read together, evict each other:
@@ -188,6 +206,8 @@ mod x86_bits;
 mod x86_lanes;
 #[cfg(target_arch = "x86_64")]
 mod x86_shuffle;
+#[cfg(target_arch = "x86_64")]
+mod x86_sum;
 
 #[cfg(test)]
 mod tests {
