@@ -64,6 +64,8 @@ struct BlockPlan {
     ops: FilterOps,
     /// The typesize when the block is a plain byte-plane shuffle.
     plain: Option<usize>,
+    /// Whether those planes are BYTEDELTA's streams, each summed before the unshuffle.
+    summed: bool,
     /// The typesize when the block is one SHUFFLE of it over a single LZ4 stream without a
     /// dictionary (`Chunk::unsplit_lz4_shuffle`, in `opening.rs`).
     unsplit: Option<usize>,
@@ -101,6 +103,15 @@ impl StreamSplit {
     fn streams(self) -> usize {
         self.ns + usize::from(self.rem > 0)
     }
+}
+
+/// The planes of a plain byte-plane shuffle ([`Chunk::plain_shuffle_split`]): one stream
+/// of `split.neblock` bytes each, and whether each is summed (BYTEDELTA) before the
+/// unshuffle.
+#[derive(Debug, Clone, Copy)]
+struct Planes {
+    split: StreamSplit,
+    summed: bool,
 }
 
 /// What a plain byte-plane shuffle undoes after the unshuffle.
@@ -749,16 +760,20 @@ impl<'a> Chunk<'a> {
             return Ok(());
         }
         if let Some(ts) = plan.plain {
-            // A second filter to undo is a DELTA (`plain_shuffle_split` admits no other).
-            // It needs block 0 for the other blocks; without it, the pipeline below
-            // reports that.
-            let delta = if plan.ops.len() > 1 {
+            // A second filter to undo after the unshuffle is a DELTA
+            // (`plain_shuffle_split` admits no other). It needs block 0 for the other
+            // blocks; without it, the pipeline below reports that.
+            let delta = if plan.ops.last().is_some_and(|&(_, f)| f == 3) {
                 Delta::of_block(j, reference)
             } else {
                 Some(Delta::None)
             };
             if let Some(delta) = delta {
-                return self.decode_shuffled_planes(j, ts, plan.split, delta, dst, s);
+                let planes = Planes {
+                    split: plan.split,
+                    summed: plan.summed,
+                };
+                return self.decode_shuffled_planes(j, ts, planes, delta, dst, s);
             }
         }
         self.run_pipeline(j, dst, reference, &plan.ops, s, |raw| {
@@ -773,6 +788,7 @@ impl<'a> Chunk<'a> {
         BlockPlan {
             ops,
             plain: self.plain_shuffle_split(leftover, bsize, &ops),
+            summed: ops.first().is_some_and(|&(_, f)| f == 35),
             unsplit: self.unsplit_lz4_shuffle(split.streams(), bsize, &ops),
             split,
         }
@@ -780,14 +796,26 @@ impl<'a> Chunk<'a> {
 
     /// The typesize when a block of `bsize` bytes (the chunk's short last one when
     /// `leftover`), undoing `ops`, is the common case of one SHUFFLE of the typesize over one
-    /// stream per byte plane, with no tail, and at most a DELTA to undo after it: its planes
-    /// can be unshuffled from wherever they lie.
+    /// stream per byte plane, with no tail, at most a BYTEDELTA over those planes to undo
+    /// before it and at most a DELTA after it: its planes can be unshuffled from wherever
+    /// they lie (summed on the way when BYTEDELTA is there).
     fn plain_shuffle_split(
         &self,
         leftover: bool,
         bsize: usize,
         ops: &[(usize, u8)],
     ) -> Option<usize> {
+        let ops = match ops {
+            [(b, 35), rest @ ..] => {
+                let ts = self.header.typesize;
+                let m = self.header.filters_meta[*b];
+                if m != 0 && m != ts {
+                    return None;
+                }
+                rest
+            }
+            _ => ops,
+        };
         let (&[(slot, 1)] | &[(slot, 1), (_, 3)]) = ops else {
             return None;
         };
@@ -837,18 +865,18 @@ impl<'a> Chunk<'a> {
         &self,
         j: usize,
         ts: usize,
-        split: StreamSplit,
+        planes: Planes,
         delta: Delta,
         dst: &mut [u8],
         s: &mut Scratch,
     ) -> ChunkResult<()> {
         // One stream per plane (plain_shuffle_split), so a plane is `neblock` bytes.
-        let ne = split.neblock;
+        let ne = planes.split.neblock;
         let Scratch { a, zeros, runs, .. } = s;
         let scratch = grown(a, dst.len() + ROOM);
         let zeros: &[u8] = grown(zeros, ne);
         let mut rows: [&[u8]; 16] = [&[]; 16];
-        self.decode_planes(j, ne, scratch, zeros, runs, &mut rows[..ts])?;
+        self.decode_planes(j, planes, scratch, zeros, runs, &mut rows[..ts])?;
         match delta {
             Delta::None => filter::shuffle::unshuffle_rows(&rows[..ts], dst),
             _ => unshuffle_then_undelta(&rows[..ts], dst, delta),
@@ -863,15 +891,20 @@ impl<'a> Chunk<'a> {
     /// into the next plane's place (or that room): LZ4 keeps its fixed-size copies up to
     /// the stream's end (4 KiB blocks of float64, a 512-byte stream in each: +3 %,
     /// `benches/README.md`, sessions 30 and 31).
+    ///
+    /// Planes to be summed (BYTEDELTA) are summed right after they are decoded, while in
+    /// cache: in place, or from the chunk into their place for one stored raw (no copy
+    /// first); an all-zero plane stays `zeros`, a run is written out and summed.
     fn decode_planes<'p>(
         &'p self,
         j: usize,
-        ne: usize,
+        planes: Planes,
         scratch: &'p mut [u8],
         zeros: &'p [u8],
         runs: &'p mut RunRows,
         rows: &mut [&'p [u8]],
     ) -> ChunkResult<()> {
+        let ne = planes.split.neblock;
         let mut pos = self.block_start(j)?;
         // The planes stored as runs that take a row of `runs` (a bit each), and their bytes.
         let (mut run_planes, mut run_bytes) = (0u32, [0u8; run_rows::MAX_ROWS]);
@@ -890,6 +923,26 @@ impl<'a> Chunk<'a> {
             }
             let (plane, rest) = std::mem::take(&mut left).split_at_mut(ne);
             left = rest;
+            if planes.summed {
+                *row = match stream {
+                    Stream::Zeros => zeros,
+                    Stream::Run(v) => {
+                        plane.fill(v);
+                        filter::bytedelta::running_sum(plane);
+                        plane
+                    }
+                    Stream::Raw(src) => {
+                        filter::bytedelta::running_sum_copy(src, plane);
+                        plane
+                    }
+                    Stream::Coded(_) => {
+                        filter::bytedelta::running_sum(plane);
+                        plane
+                    }
+                };
+                pos = next;
+                continue;
+            }
             *row = match stream {
                 Stream::Zeros => zeros,
                 Stream::Run(v) if ne >= run_rows::MIN_LEN => {

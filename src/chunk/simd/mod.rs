@@ -115,20 +115,32 @@ pub fn bit_untranspose_plane(plane: &[u8], rowlen: usize, out: &mut [u8]) -> usi
     }
 }
 
-/// The running sum mod 256 of `stream` in place (byte `i` becomes the sum of bytes
-/// `0..=i`, BYTEDELTA's undo) with a SIMD kernel over a prefix of it; returns the length
-/// of that prefix (0 when there is no kernel), which the portable loop continues from.
-pub fn running_sum_bytes(stream: &mut [u8]) -> usize {
-    if !enabled() {
+/// The running sum mod 256 of `src` into `dst` (byte `i` becomes the sum of bytes `0..=i`,
+/// BYTEDELTA's undo), or of `dst` in place when `src` is `None`, with a SIMD kernel over
+/// a prefix of it; returns the length of that prefix (0 when there is no kernel), which
+/// the portable loop continues from. `src`, when given, is as long as `dst`.
+pub fn running_sum_bytes(src: Option<&[u8]>, dst: &mut [u8]) -> usize {
+    if !enabled() || src.is_some_and(|s| s.len() != dst.len()) {
         return 0;
     }
     #[cfg(target_arch = "x86_64")]
     {
-        x86_sum::running_sum(stream)
+        let len = dst.len();
+        let to = dst.as_mut_ptr();
+        let from = src.map_or(to.cast_const(), <[u8]>::as_ptr);
+        if has_avx2() {
+            // SAFETY: `from` and `to` are valid for `len` bytes (two slices of that length,
+            // a shared one that cannot overlap the exclusive `dst`, or `dst` itself), and
+            // `has_avx2` checked AVX2 at run time.
+            // (The portable loop sums the under 32 bytes it leaves.)
+            return unsafe { x86_sum::running_sum_avx2(from, to, len) };
+        }
+        // SAFETY: as above; SSE2 is part of the x86_64 baseline.
+        unsafe { x86_sum::running_sum_sse2(from, to, len) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = stream;
+        let _ = (src, dst);
         0
     }
 }
@@ -299,6 +311,49 @@ mod tests {
                 };
                 assert_eq!(done, rowlen / 32 * 32);
                 assert_eq!(gfni[..8 * done], want[..8 * done], "gfni rowlen={rowlen}");
+            }
+        }
+    }
+
+    /// Each x86 running-sum kernel on its own (the dispatcher picks AVX2 where it can,
+    /// else SSE2), in place and from another buffer, against the portable loop, for
+    /// lengths around their 16-byte steps, on random bytes and on bytes of 255.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn x86_running_sum_kernels_equal_portable() {
+        use crate::chunk::filter::bytedelta::running_sum_from;
+        let mut seed = 0x5EED_0000_0000_0035u64;
+        for n in (0..70).chain([255, 256, 4096, 4100]) {
+            for data in [crate::chunk::random_bytes(&mut seed, n), vec![255u8; n]] {
+                let mut want = data.clone();
+                running_sum_from(0, &mut want);
+                let avx2 = std::is_x86_feature_detected!("avx2");
+                for (name, kernel, step) in [
+                    (
+                        "sse2",
+                        super::x86_sum::running_sum_sse2 as unsafe fn(_, _, _) -> _,
+                        16,
+                    ),
+                    ("avx2", super::x86_sum::running_sum_avx2, 32),
+                ] {
+                    if name == "avx2" && !avx2 {
+                        continue;
+                    }
+                    let done = n / step * step;
+                    let mut copied = vec![0u8; n];
+                    let mut in_place = data.clone();
+                    // SAFETY: the pointers are of slices of `n` bytes (distinct ones, or
+                    // one for both); AVX2 support was checked above for that kernel.
+                    let (a, b) = unsafe {
+                        (
+                            kernel(data.as_ptr(), copied.as_mut_ptr(), n),
+                            kernel(in_place.as_ptr(), in_place.as_mut_ptr(), n),
+                        )
+                    };
+                    assert_eq!((a, b), (done, done), "{name} {n}");
+                    assert_eq!(copied[..done], want[..done], "{name} {n} bytes, copied");
+                    assert_eq!(in_place[..done], want[..done], "{name} {n} bytes, in place");
+                }
             }
         }
     }
