@@ -306,6 +306,16 @@ impl ChunkHeader {
         self.filters.contains(&3)
     }
 
+    /// The stream count of the BYTEDELTA in filter slot `slot`: its meta byte, 0 meaning
+    /// the typesize (C-Blosc2 reads the super-chunk's, which a chunk's header repeats;
+    /// python-blosc2 writes the typesize into the meta byte).
+    pub fn bytedelta_streams(&self, slot: usize) -> usize {
+        match self.filters_meta[slot] {
+            0 => self.typesize as usize,
+            m => m as usize,
+        }
+    }
+
     /// True when a codec dictionary follows the bstarts table.
     pub fn has_dict(&self) -> bool {
         self.blosc2_flags & 0x01 != 0

@@ -64,8 +64,6 @@ struct BlockPlan {
     ops: FilterOps,
     /// The typesize when the block is a plain byte-plane shuffle.
     plain: Option<usize>,
-    /// Whether those planes are BYTEDELTA's streams, each summed before the unshuffle.
-    summed: bool,
     /// The typesize when the block is one SHUFFLE of it over a single LZ4 stream without a
     /// dictionary (`Chunk::unsplit_lz4_shuffle`, in `opening.rs`).
     unsplit: Option<usize>,
@@ -769,9 +767,10 @@ impl<'a> Chunk<'a> {
                 Some(Delta::None)
             };
             if let Some(delta) = delta {
+                // (A BYTEDELTA before the unshuffle is the first filter to undo.)
                 let planes = Planes {
                     split: plan.split,
-                    summed: plan.summed,
+                    summed: plan.ops.first().is_some_and(|&(_, f)| f == 35),
                 };
                 return self.decode_shuffled_planes(j, ts, planes, delta, dst, s);
             }
@@ -788,7 +787,6 @@ impl<'a> Chunk<'a> {
         BlockPlan {
             ops,
             plain: self.plain_shuffle_split(leftover, bsize, &ops),
-            summed: ops.first().is_some_and(|&(_, f)| f == 35),
             unsplit: self.unsplit_lz4_shuffle(split.streams(), bsize, &ops),
             split,
         }
@@ -807,9 +805,7 @@ impl<'a> Chunk<'a> {
     ) -> Option<usize> {
         let ops = match ops {
             [(b, 35), rest @ ..] => {
-                let ts = self.header.typesize;
-                let m = self.header.filters_meta[*b];
-                if m != 0 && m != ts {
+                if self.header.bytedelta_streams(*b) != self.header.typesize as usize {
                     return None;
                 }
                 rest
@@ -923,39 +919,31 @@ impl<'a> Chunk<'a> {
             }
             let (plane, rest) = std::mem::take(&mut left).split_at_mut(ne);
             left = rest;
-            if planes.summed {
-                *row = match stream {
-                    Stream::Zeros => zeros,
-                    Stream::Run(v) => {
-                        plane.fill(v);
-                        filter::bytedelta::running_sum(plane);
-                        plane
-                    }
-                    Stream::Raw(src) => {
-                        filter::bytedelta::running_sum_copy(src, plane);
-                        plane
-                    }
-                    Stream::Coded(_) => {
-                        filter::bytedelta::running_sum(plane);
-                        plane
-                    }
-                };
-                pos = next;
-                continue;
-            }
             *row = match stream {
                 Stream::Zeros => zeros,
-                Stream::Run(v) if ne >= run_rows::MIN_LEN => {
+                Stream::Run(v) if !planes.summed && ne >= run_rows::MIN_LEN => {
                     run_planes |= 1 << k;
                     run_bytes[k] = v;
                     &[]
                 }
                 Stream::Run(v) => {
                     plane.fill(v);
+                    if planes.summed {
+                        filter::bytedelta::running_sum(plane);
+                    }
+                    plane
+                }
+                Stream::Raw(src) if planes.summed => {
+                    filter::bytedelta::running_sum_copy(src, plane);
                     plane
                 }
                 Stream::Raw(src) => src,
-                Stream::Coded(_) => plane,
+                Stream::Coded(_) => {
+                    if planes.summed {
+                        filter::bytedelta::running_sum(plane);
+                    }
+                    plane
+                }
             };
             pos = next;
         }
@@ -984,14 +972,7 @@ impl<'a> Chunk<'a> {
         // there (no copy at the end).
         let in_place = |buf: &mut [u8], slot: usize, f: u8| -> ChunkResult<()> {
             if f == 35 {
-                // The meta byte is the stream count (python-blosc2 writes the typesize);
-                // 0 means the typesize (C-Blosc2 reads the super-chunk's, which a chunk's
-                // header repeats).
-                let streams = match h.filters_meta[slot] {
-                    0 => ts,
-                    m => m as usize,
-                };
-                filter::bytedelta::unbytedelta(streams, buf);
+                filter::bytedelta::unbytedelta(h.bytedelta_streams(slot), buf);
                 Ok(())
             } else {
                 undelta_one(j, ts, reference, buf)

@@ -9,7 +9,7 @@
 //! The portable running sum goes 8 bytes at a time: the sum inside one 64-bit word is three
 //! shifted byte-wise additions (bytes added without carries from one to the next), then
 //! the carry (the last sum so far, repeated) is added. Only the carry chains from word to
-//! word. `crate::chunk::simd` has SSE2 and SSSE3 twins, 16 bytes at a time.
+//! word. `crate::chunk::simd` has SSE2 and AVX2 twins, 16 and 32 bytes at a time.
 
 /// Undoes BYTEDELTA over streams of `s` bytes' worth (`s` streams of `buf.len() / s`
 /// bytes) in place. `s == 0` leaves `buf` as it is.
@@ -30,23 +30,22 @@ pub fn unbytedelta(s: usize, buf: &mut [u8]) {
 /// `0..=i`. The SIMD kernel when there is one, the portable loop for what it leaves.
 pub fn running_sum(stream: &mut [u8]) {
     let done = crate::chunk::simd::running_sum_bytes(None, stream);
-    let carry = match done {
-        0 => 0,
-        d => stream[d - 1],
-    };
-    running_sum_from(carry, &mut stream[done..]);
+    finish(stream, done);
 }
 
 /// [`running_sum`] of `src` written to `dst` (as long as `src`): for streams stored raw,
 /// which stay in the chunk.
 pub fn running_sum_copy(src: &[u8], dst: &mut [u8]) {
     let done = crate::chunk::simd::running_sum_bytes(Some(src), dst);
-    let carry = match done {
-        0 => 0,
-        d => dst[d - 1],
-    };
     dst[done..].copy_from_slice(&src[done..]);
-    running_sum_from(carry, &mut dst[done..]);
+    finish(dst, done);
+}
+
+/// The portable loop over `stream` after the `done` bytes a kernel summed, from the last
+/// of them.
+fn finish(stream: &mut [u8], done: usize) {
+    let carry = done.checked_sub(1).map_or(0, |d| stream[d]);
+    running_sum_from(carry, &mut stream[done..]);
 }
 
 /// The portable running sum of `stream`, every byte added to `carry` first (the sum of
