@@ -7,6 +7,7 @@
 //! whose element type the schema does not spell out (e.g. python-blosc2's `legacy`
 //! columns) has no declaration here and is opened with the table.
 
+use super::batch_array::{BatchArray, ItemKind, VarValues};
 use super::dtype::{DType, Endian, TimeUnit};
 use super::ndarray::NdArray;
 use super::table::{ColumnStorage, NullRule, TableColumn, column_path};
@@ -26,8 +27,15 @@ pub enum ColumnValues {
         /// Shape of one row's value (empty for scalars).
         item_shape: Vec<u64>,
     },
-    /// Variable-length UTF-8 text.
+    /// Variable-length UTF-8 text (offsets and bytes).
     Utf8,
+    /// Variable-length items of a BatchArray (`vlstring`: text, `vlbytes`: bytes).
+    Var(ItemKind),
+    /// `int32` codes into a BatchArray of distinct strings.
+    Dictionary {
+        /// The code of a null row.
+        null_code: i64,
+    },
 }
 
 /// How a column records nulls, as declared.
@@ -77,15 +85,9 @@ fn scalar_kind_dtype(kind: &str) -> Option<&'static str> {
     })
 }
 
-/// Kinds stored in BatchArrays (`.b2b`), which this crate does not read yet.
-const BATCH_KINDS: &[&str] = &[
-    "vlstring",
-    "vlbytes",
-    "object",
-    "list",
-    "dictionary",
-    "struct",
-];
+/// Kinds stored in BatchArrays (`.b2b`) whose items this crate does not map to Arrow yet
+/// (`vlstring`, `vlbytes` and `dictionary` are read).
+const BATCH_KINDS: &[&str] = &["object", "list", "struct"];
 
 fn timestamp_dtype(entry: &Json) -> DType {
     let unit = match entry.get("unit").and_then(Json::as_str).unwrap_or("us") {
@@ -160,7 +162,8 @@ impl ColumnSpec {
             return Err(Error::unsupported(
                 path,
                 format!(
-                    "CTable column {name:?} of kind {kind:?} (BatchArray-backed columns are not read yet)"
+                    "CTable column {name:?} of kind {kind:?} (BatchArray-backed columns other \
+                     than vlstring, vlbytes and dictionary are not read yet)"
                 ),
             ));
         }
@@ -174,6 +177,14 @@ impl ColumnSpec {
         };
         let values = match kind.as_str() {
             "utf8" => ColumnValues::Utf8,
+            "vlstring" => ColumnValues::Var(ItemKind::Text),
+            "vlbytes" => ColumnValues::Var(ItemKind::Bytes),
+            "dictionary" => {
+                check_dictionary_entry(path, &name, entry)?;
+                ColumnValues::Dictionary {
+                    null_code: entry.get("null_code").and_then(Json::as_i64).unwrap_or(-1),
+                }
+            }
             "bool" => fixed(DType::Bool),
             "timestamp" => fixed(timestamp_dtype(entry)),
             "string" => fixed(DType::Unicode {
@@ -226,6 +237,10 @@ impl ColumnSpec {
                     item_shape: a.geometry.shape[1..].to_vec(),
                 },
                 ColumnStorage::Utf8 { .. } => ColumnValues::Utf8,
+                ColumnStorage::Var { kind, .. } => ColumnValues::Var(*kind),
+                ColumnStorage::Dictionary { null_code, .. } => ColumnValues::Dictionary {
+                    null_code: *null_code,
+                },
             },
             nulls: match &c.nulls {
                 NullRule::None => NullDecl::None,
@@ -251,6 +266,8 @@ impl ColumnSpec {
     pub fn check(&self, path: &str, c: &TableColumn) -> Result<()> {
         let ok = match (&self.values, &c.storage) {
             (ColumnValues::Utf8, ColumnStorage::Utf8 { .. }) => true,
+            (ColumnValues::Var(k), ColumnStorage::Var { kind, .. }) => k == kind,
+            (ColumnValues::Dictionary { .. }, ColumnStorage::Dictionary { .. }) => true,
             (ColumnValues::Fixed { dtype, item_shape }, ColumnStorage::Fixed(a)) => {
                 same_logical(dtype, &a.dtype) && a.geometry.shape[1..] == item_shape[..]
             }
@@ -264,6 +281,8 @@ impl ColumnSpec {
                 format!("{:?} with row shape {:?}", a.dtype, &a.geometry.shape[1..])
             }
             ColumnStorage::Utf8 { .. } => "utf8 offsets and data".into(),
+            ColumnStorage::Var { kind, .. } => format!("a BatchArray of {kind:?} items"),
+            ColumnStorage::Dictionary { .. } => "dictionary codes and values".into(),
         };
         Err(Error::corrupt(
             path,
@@ -357,6 +376,23 @@ pub async fn open_ctable_column(
             offsets: NdArray::from_frame(need(offsets, ".b2nd")?, None)?,
             data: NdArray::from_frame(need(data, ".utf8.b2nd")?, None)?,
         }
+    } else if kind == "vlstring" || kind == "vlbytes" {
+        let items = BatchArray::open(need(open(".b2b").await?, ".b2b")?).await?;
+        let kind = if kind == "vlstring" {
+            ItemKind::Text
+        } else {
+            ItemKind::Bytes
+        };
+        ColumnStorage::Var { items, kind }
+    } else if kind == "dictionary" {
+        let (codes, values) = futures::try_join!(open(".b2nd"), open("_dict.b2b"))?;
+        let codes = NdArray::from_frame(need(codes, ".b2nd")?, None)?;
+        let values = dictionary_values(need(values, "_dict.b2b")?, &name).await?;
+        ColumnStorage::Dictionary {
+            codes,
+            values: std::sync::Arc::new(values),
+            null_code: entry.get("null_code").and_then(Json::as_i64).unwrap_or(-1),
+        }
     } else {
         let f = need(open(".b2nd").await?, ".b2nd")?;
         let override_dtype = (kind == "timestamp").then(|| timestamp_dtype(entry));
@@ -371,18 +407,40 @@ pub async fn open_ctable_column(
                 && data.geometry.ndim() == 1
                 && data.itemsize() == 1
         }
+        ColumnStorage::Var { items, .. } => items.len() >= physical_rows,
+        ColumnStorage::Dictionary { codes, .. } => {
+            codes.geometry.ndim() == 1
+                && codes.geometry.shape[0] >= physical_rows
+                && matches!(
+                    codes.dtype,
+                    DType::Int {
+                        bytes: 4,
+                        signed: true,
+                        ..
+                    }
+                )
+        }
     };
     if !rows_ok {
         return Err(Error::corrupt(
             path,
             "CTable column",
             format!(
-                "column {name:?} holds fewer rows than _valid_rows ({physical_rows}) \
-                 or its utf8 offsets/data are not int64/uint8 vectors"
+                "column {name:?} holds fewer rows than _valid_rows ({physical_rows}), \
+                 or its utf8 offsets/data are not int64/uint8 vectors, or its dictionary \
+                 codes are not an int32 vector"
             ),
         ));
     }
     let nulls = match nulls {
+        // Nulls are nil items and null codes, whatever the entry declares.
+        _ if matches!(
+            storage,
+            ColumnStorage::Var { .. } | ColumnStorage::Dictionary { .. }
+        ) =>
+        {
+            NullRule::None
+        }
         NullDecl::None => NullRule::None,
         NullDecl::Sentinel(v) => NullRule::Sentinel(v),
         NullDecl::Mask => NullRule::Mask(match open(".notnull.b2nd").await? {
@@ -397,4 +455,41 @@ pub async fn open_ctable_column(
         nulls,
         timezone,
     })
+}
+
+/// Refuses a `dictionary` entry whose codes are not `int32` or whose values are not
+/// `vlstring` (the only types python-blosc2 writes).
+fn check_dictionary_entry(path: &str, name: &str, entry: &Json) -> Result<()> {
+    let kind_of = |key: &str| {
+        entry
+            .get(key)
+            .and_then(|t| t.get("kind"))
+            .and_then(Json::as_str)
+            .map(str::to_string)
+    };
+    for (key, want) in [("index_type", "int32"), ("value_type", "vlstring")] {
+        if let Some(k) = kind_of(key).filter(|k| k != want) {
+            return Err(Error::unsupported(
+                path,
+                format!("dictionary column {name:?} with {key} {k:?} (only {want} is read)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every value of a dictionary column's value store, which holds no nulls.
+async fn dictionary_values(frame: Frame, name: &str) -> Result<VarValues> {
+    let items = BatchArray::open(frame).await?;
+    let values = items
+        .read(0..items.len(), ItemKind::Text, &mut Default::default())
+        .await?;
+    if values.present.contains(&false) {
+        return Err(Error::corrupt(
+            items.display(),
+            "dictionary values",
+            format!("column {name:?}: a null among the distinct values"),
+        ));
+    }
+    Ok(values)
 }

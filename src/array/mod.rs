@@ -1,6 +1,7 @@
 //! L3: what the bytes mean: NumPy dtypes, b2nd geometry, N-d arrays and tables built on
 //! containers. No Arrow, no DataFusion.
 
+pub mod batch_array;
 pub mod column_spec;
 pub mod dtype;
 pub mod geometry;

@@ -4,6 +4,7 @@
 //! Column rows are dimension 0 of each column array; only the first `physical_rows` rows
 //! count, and a CTable row is live iff `_valid_rows[row]`.
 
+use super::batch_array::{BatchArray, ItemKind, VarValues};
 use super::column_spec::{ColumnSpec, open_ctable_column};
 use super::dtype::DType;
 use super::ndarray::{NdArray, ReadStats};
@@ -15,7 +16,7 @@ use crate::io::Location;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value as Json;
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// How a column's values are stored.
 #[derive(Debug, Clone)]
@@ -30,6 +31,22 @@ pub enum ColumnStorage {
         offsets: NdArray,
         /// Bytes array (uint8).
         data: NdArray,
+    },
+    /// One BatchArray item (text or bytes, `nil` for null) per row.
+    Var {
+        /// The items.
+        items: BatchArray,
+        /// What they are.
+        kind: ItemKind,
+    },
+    /// `int32` codes into the distinct values (read when the column is opened).
+    Dictionary {
+        /// One code per row.
+        codes: NdArray,
+        /// The distinct values, in code order.
+        values: Arc<VarValues>,
+        /// The code of a null row.
+        null_code: i64,
     },
 }
 
@@ -62,18 +79,29 @@ pub struct TableColumn {
 }
 
 impl TableColumn {
-    /// The element dtype (uint8 for UTF-8 columns).
+    /// The element dtype (uint8 for UTF-8 text and BatchArray items, int32 for
+    /// dictionary codes).
     pub fn dtype(&self) -> &DType {
+        static BYTE: DType = DType::Int {
+            bytes: 1,
+            signed: false,
+            endian: super::dtype::Endian::Little,
+        };
         match &self.storage {
             ColumnStorage::Fixed(a) => &a.dtype,
             ColumnStorage::Utf8 { data, .. } => &data.dtype,
+            ColumnStorage::Var { .. } => &BYTE,
+            ColumnStorage::Dictionary { codes, .. } => &codes.dtype,
         }
     }
-    /// The array whose dimension 0 is the column's rows (the offsets of a UTF-8 column).
-    pub fn rows_array(&self) -> &NdArray {
+    /// The array whose dimension 0 is the column's rows (the offsets of a UTF-8 column,
+    /// the codes of a dictionary column); `None` for BatchArray items.
+    pub fn rows_array(&self) -> Option<&NdArray> {
         match &self.storage {
-            ColumnStorage::Fixed(a) => a,
-            ColumnStorage::Utf8 { offsets, .. } => offsets,
+            ColumnStorage::Fixed(a) => Some(a),
+            ColumnStorage::Utf8 { offsets, .. } => Some(offsets),
+            ColumnStorage::Dictionary { codes, .. } => Some(codes),
+            ColumnStorage::Var { .. } => None,
         }
     }
 
@@ -81,7 +109,7 @@ impl TableColumn {
     pub fn item_shape(&self) -> Vec<u64> {
         match &self.storage {
             ColumnStorage::Fixed(a) => a.geometry.shape[1..].to_vec(),
-            ColumnStorage::Utf8 { .. } => Vec::new(),
+            _ => Vec::new(),
         }
     }
 }
@@ -106,6 +134,15 @@ pub enum ColumnData {
         offsets: Vec<i64>,
         /// UTF-8 bytes.
         data: Vec<u8>,
+    },
+    /// BatchArray items (text or bytes), with their nulls.
+    Var(VarValues),
+    /// Dictionary codes (int32 little-endian bytes) and the column's distinct values.
+    Dictionary {
+        /// `rows × 4` bytes.
+        codes: Vec<u8>,
+        /// The distinct values, in code order.
+        values: Arc<VarValues>,
     },
 }
 
@@ -215,7 +252,8 @@ impl Table {
             .collect();
         let chunk_rows = columns
             .first()
-            .map_or(0, |c| c.rows_array().geometry.chunkshape[0]);
+            .and_then(TableColumn::rows_array)
+            .map_or(0, |a| a.geometry.chunkshape[0]);
         let opened = columns.into_iter().map(OnceLock::from).collect();
         Ok(Table {
             kind: TableKind::Bcolz,
@@ -500,6 +538,13 @@ impl Table {
                     data: bytes,
                 })
             }
+            ColumnStorage::Var { items, kind } => {
+                Ok(ColumnData::Var(items.read(rows, *kind, stats).await?))
+            }
+            ColumnStorage::Dictionary { codes, values, .. } => Ok(ColumnData::Dictionary {
+                codes: read_1d(codes, rows, stats).await?,
+                values: Arc::clone(values),
+            }),
         }
     }
 

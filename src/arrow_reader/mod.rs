@@ -7,4 +7,5 @@ pub mod reader;
 pub mod schema;
 pub mod text_match;
 pub mod utf32;
+pub mod varlen;
 pub mod zones;

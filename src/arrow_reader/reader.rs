@@ -10,20 +10,21 @@ use super::convert::{
 use super::pool::BufferPool;
 use super::schema::dataset_schema;
 use super::text_match::TextMatch;
+use super::varlen::{dictionary_array, dictionary_values, items_array, var_array};
 use super::zones::plan_zoned_units;
+use crate::array::batch_array::{ItemKind, VarValues};
 use crate::array::dtype::DType;
 use crate::array::geometry::odometer;
 use crate::array::ndarray::{NdArray, ReadStats};
 use crate::array::table::{ColumnData, ColumnStorage, NullRule, Table};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use arrow::array::{
-    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
-};
-use arrow::buffer::{BooleanBuffer, Buffer, OffsetBuffer};
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions};
+use arrow::buffer::{BooleanBuffer, Buffer};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
+use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The rows a scan must produce, as per-dimension sets of disjoint sorted index ranges
 /// (tables have one dimension: rows). An empty list for a dimension selects nothing.
@@ -153,6 +154,8 @@ pub struct BatchReader {
     /// Columns (full-schema indices: a table's `U<n>`/`S<n>` columns, an array's `value`)
     /// and the values a row must equal in each.
     text_matches: Vec<(usize, Arc<TextMatch>)>,
+    /// The Arrow dictionaries of dictionary columns read so far, by column.
+    dictionaries: Arc<Mutex<HashMap<usize, ArrayRef>>>,
 }
 
 impl BatchReader {
@@ -179,6 +182,7 @@ impl BatchReader {
             block_threads: 1,
             pool: Arc::default(),
             text_matches: Vec::new(),
+            dictionaries: Arc::default(),
         }
     }
 
@@ -434,19 +438,23 @@ impl BatchReader {
         let c = t.open_column(p).await?;
         let n = (rows.end - rows.start) as usize;
         let data = t.read_column(p, rows, stats).await?;
+        let what = || format!("{}: column {:?}", t.display(), c.name);
         Ok(match data {
             ColumnData::Utf8 { offsets, data } => {
-                let offs = OffsetBuffer::new(arrow::buffer::ScalarBuffer::from(
-                    offsets.iter().map(|&o| o as i32).collect::<Vec<i32>>(),
-                ));
-                let s = StringArray::try_new(offs, data.into(), None).map_err(|e| {
-                    Error::corrupt(
-                        t.display(),
-                        "utf8 column",
-                        format!("column {:?}: {e}", c.name),
-                    )
-                })?;
-                Arc::new(s)
+                var_array(ItemKind::Text, &offsets, data, None, &what)?
+            }
+            ColumnData::Var(v) => {
+                let ColumnStorage::Var { kind, .. } = &c.storage else {
+                    unreachable!("items come from BatchArray columns")
+                };
+                items_array(*kind, v, &what)?
+            }
+            ColumnData::Dictionary { codes, values } => {
+                let ColumnStorage::Dictionary { null_code, .. } = &c.storage else {
+                    unreachable!("codes come from dictionary columns")
+                };
+                let dict = self.dictionary(p, &values, &what)?;
+                dictionary_array(&codes, dict, *null_code, &what)?
             }
             ColumnData::Fixed(bytes) => {
                 let shape = c.item_shape();
@@ -463,6 +471,22 @@ impl BatchReader {
                 }
             }
         })
+    }
+
+    /// The Arrow dictionary of dictionary column `p`, converted once per reader.
+    fn dictionary(
+        &self,
+        p: usize,
+        values: &VarValues,
+        what: &dyn Fn() -> String,
+    ) -> Result<ArrayRef> {
+        let mut cache = self.dictionaries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = cache.get(&p) {
+            return Ok(Arc::clone(d));
+        }
+        let d = dictionary_values(values, what)?;
+        cache.insert(p, Arc::clone(&d));
+        Ok(d)
     }
 
     /// Applies column `p`'s null rule (mask sidecar or sentinel) to `arr`: the values of

@@ -4,6 +4,8 @@
 //! scalar dtype or one column per top-level struct field. Table-like inputs: their columns
 //! in stored order. User attributes go into the schema metadata as JSON.
 
+use super::varlen::dictionary_type;
+use crate::array::batch_array::ItemKind;
 use crate::array::column_spec::ColumnValues;
 use crate::array::dtype::{DType, Endian, TimeUnit};
 use crate::array::table::Table;
@@ -139,6 +141,10 @@ pub fn table_fields(t: &Table) -> Vec<Field> {
         .map(|c| {
             let (t, shape, elem_nullable) = match &c.values {
                 ColumnValues::Utf8 => (DataType::Utf8, &[][..], false),
+                // Items may be nil, codes the null code, whatever the declaration says.
+                ColumnValues::Var(ItemKind::Text) => (DataType::Utf8, &[][..], true),
+                ColumnValues::Var(ItemKind::Bytes) => (DataType::Binary, &[][..], true),
+                ColumnValues::Dictionary { .. } => (dictionary_type(), &[][..], true),
                 ColumnValues::Fixed { dtype, item_shape } => {
                     let t = match (c.kind.as_str(), arrow_type(dtype)) {
                         ("bool", _) => DataType::Boolean,

@@ -200,6 +200,11 @@ pub fn unit_cost(ds: &Dataset, unit: &ScanUnit, projection: Option<&[usize]>) ->
                 crate::array::table::ColumnStorage::Utf8 { offsets, .. } => {
                     array_cost(offsets, std::slice::from_ref(rows)) * 2
                 }
+                crate::array::table::ColumnStorage::Dictionary { codes, .. } => {
+                    array_cost(codes, std::slice::from_ref(rows))
+                }
+                // Batches of items: about a compressed byte per row.
+                crate::array::table::ColumnStorage::Var { .. } => rows.end - rows.start,
             })
             .sum(),
         _ => unit.rows(),

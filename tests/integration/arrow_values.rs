@@ -38,7 +38,18 @@ pub fn json_of(col: &dyn Array, i: usize) -> Value {
         DataType::Float32 => json!(col.as_primitive::<Float32Type>().value(i) as f64),
         DataType::Float64 => json!(col.as_primitive::<Float64Type>().value(i)),
         DataType::Utf8 => json!(col.as_string::<i32>().value(i)),
-        DataType::Binary => json!(String::from_utf8_lossy(col.as_binary::<i32>().value(i))),
+        // The generator writes bytes as Latin-1 text.
+        DataType::Binary => json!(
+            col.as_binary::<i32>()
+                .value(i)
+                .iter()
+                .map(|&b| b as char)
+                .collect::<String>()
+        ),
+        DataType::Dictionary(_, _) => {
+            let d = col.as_dictionary::<Int32Type>();
+            json_of(d.values().as_ref(), d.keys().value(i) as usize)
+        }
         DataType::Timestamp(TimeUnit::Millisecond, _) => {
             json!(col.as_primitive::<TimestampMillisecondType>().value(i))
         }

@@ -1,0 +1,456 @@
+//! python-blosc2 BatchArrays (`.b2b`, `spec/stores.md` §4): a frame whose chunks are
+//! *batches* of variable-length items, each chunk a VL-block chunk whose blocks are
+//! msgpack arrays of consecutive items. Here: opening one (metalayer `batcharray`, batch
+//! lengths from the `_batch_array_metadata` vlmetalayer), and reading the string or
+//! bytes items of a row range into Arrow-style offsets and bytes.
+//!
+//! CTables store `vlstring` and `vlbytes` columns this way (`nil` for a null row), and the
+//! distinct values of a `dictionary` column.
+
+use super::ndarray::ReadStats;
+use crate::container::frame::Frame;
+use crate::error::{Error, Result};
+use crate::msgpack::{self, MsgValue};
+use std::ops::Range;
+
+/// What every item of a BatchArray must be (or `nil`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemKind {
+    /// msgpack `str` (UTF-8 text).
+    Text,
+    /// msgpack `bin`.
+    Bytes,
+}
+
+/// Variable-length values of consecutive rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VarValues {
+    /// Row `i` is `data[offsets[i]..offsets[i + 1]]`; `rows + 1` entries from 0.
+    pub offsets: Vec<i64>,
+    /// The values' bytes, concatenated.
+    pub data: Vec<u8>,
+    /// Per row, false when the item is `nil`; empty when no row is null.
+    pub present: Vec<bool>,
+}
+
+impl VarValues {
+    fn new() -> VarValues {
+        VarValues {
+            offsets: vec![0],
+            ..VarValues::default()
+        }
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn push(&mut self, value: Option<&[u8]>) {
+        match value {
+            Some(v) => {
+                self.data.extend_from_slice(v);
+                if !self.present.is_empty() {
+                    self.present.push(true);
+                }
+            }
+            None => {
+                if self.present.is_empty() {
+                    self.present = vec![true; self.len()];
+                }
+                self.present.push(false);
+            }
+        }
+        self.offsets.push(self.data.len() as i64);
+    }
+}
+
+/// An opened BatchArray.
+#[derive(Debug, Clone)]
+pub struct BatchArray {
+    frame: Frame,
+    /// First item of each batch, then the item count: `nchunks + 1` entries.
+    starts: Vec<u64>,
+}
+
+impl BatchArray {
+    /// Reads the BatchArray layers of `frame`: the `batcharray` metalayer (msgpack
+    /// serializer only) and the batch lengths, which must be one per chunk (counted by
+    /// decoding every batch when an old writer left them out).
+    ///
+    /// # Errors
+    /// A frame without the metalayer, the Arrow IPC serializer (named), batch lengths
+    /// that are not one non-negative count per chunk, and decoding errors.
+    pub async fn open(frame: Frame) -> Result<BatchArray> {
+        let path = frame.display().to_string();
+        let bad = |what: String| Error::corrupt(&path, "BatchArray", what);
+        let layer = frame
+            .metalayer("batcharray")
+            .ok_or_else(|| bad("no \"batcharray\" metalayer".into()))?;
+        let (meta, _) = msgpack::parse(&layer.content)
+            .map_err(|e| bad(format!("\"batcharray\" metalayer: {e}")))?;
+        match meta.get("serializer").and_then(MsgValue::as_str) {
+            Some("msgpack") | None => {}
+            Some(other) => {
+                return Err(Error::unsupported(
+                    &path,
+                    format!("BatchArray serializer {other:?} (only msgpack batches are read)"),
+                ));
+            }
+        }
+        let lengths: Option<Vec<u64>> = match frame.vlmeta_value("_batch_array_metadata") {
+            Some(m) => {
+                let l = m
+                    .get("batch_lengths")
+                    .and_then(MsgValue::as_array)
+                    .and_then(|a| {
+                        a.iter()
+                            .map(|v| v.as_i64().and_then(|n| u64::try_from(n).ok()))
+                            .collect::<Option<Vec<u64>>>()
+                    })
+                    .ok_or_else(|| {
+                        bad("_batch_array_metadata has no list of batch_lengths".into())
+                    })?;
+                if l.len() as u64 != frame.nchunks() {
+                    return Err(bad(format!(
+                        "{} batch lengths for {} chunks",
+                        l.len(),
+                        frame.nchunks()
+                    )));
+                }
+                Some(l)
+            }
+            None => None,
+        };
+        let mut arr = BatchArray {
+            frame,
+            starts: Vec::new(),
+        };
+        let lengths = match lengths {
+            Some(l) => l,
+            None => {
+                let mut l = Vec::with_capacity(arr.frame.nchunks() as usize);
+                for i in 0..arr.frame.nchunks() {
+                    let bytes = arr.batch_bytes(i, &mut ReadStats::default()).await?;
+                    l.push(scan_batch(&bytes, None, 0..0, &mut VarValues::new())?);
+                }
+                l
+            }
+        };
+        let mut at = 0u64;
+        arr.starts.push(0);
+        for n in lengths {
+            at = at.checked_add(n).ok_or_else(|| {
+                Error::corrupt(arr.display(), "BatchArray", "item count overflows")
+            })?;
+            arr.starts.push(at);
+        }
+        Ok(arr)
+    }
+
+    /// How errors name the array.
+    pub fn display(&self) -> &str {
+        self.frame.display()
+    }
+
+    /// The underlying frame.
+    pub fn frame(&self) -> &Frame {
+        &self.frame
+    }
+
+    /// Number of items.
+    pub fn len(&self) -> u64 {
+        *self.starts.last().unwrap_or(&0)
+    }
+
+    /// True when there are no items.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of batches (chunks).
+    pub fn nbatches(&self) -> u64 {
+        self.starts.len().saturating_sub(1) as u64
+    }
+
+    /// The items `rows`, each of which must be of `kind` or `nil`.
+    ///
+    /// # Errors
+    /// Rows past the end, IO and decoding errors, batches that are not msgpack arrays of
+    /// `kind` items or hold another count than their recorded length (naming the batch).
+    pub async fn read(
+        &self,
+        rows: Range<u64>,
+        kind: ItemKind,
+        stats: &mut ReadStats,
+    ) -> Result<VarValues> {
+        if rows.end > self.len() || rows.start > rows.end {
+            return Err(Error::InvalidArgument(format!(
+                "{}: items {rows:?} out of 0..{}",
+                self.display(),
+                self.len()
+            )));
+        }
+        let mut out = VarValues::new();
+        if rows.is_empty() {
+            return Ok(out);
+        }
+        // Batches overlapping `rows`: the last whose start is <= rows.start, through the
+        // last that starts before rows.end.
+        let first = self.starts.partition_point(|&s| s <= rows.start) - 1;
+        let end = self.starts.partition_point(|&s| s < rows.end) - 1;
+        for b in first..=end.min(self.nbatches() as usize - 1) {
+            let (lo, hi) = (self.starts[b], self.starts[b + 1]);
+            if hi <= rows.start || lo >= rows.end {
+                continue;
+            }
+            let bytes = self.batch_bytes(b as u64, stats).await?;
+            let want = rows.start.max(lo) - lo..rows.end.min(hi) - lo;
+            let n = scan_batch(&bytes, Some(kind), want, &mut out)
+                .map_err(|e| self.batch_error(b, e))?;
+            if n != hi - lo {
+                return Err(self.batch_error(
+                    b,
+                    Error::InvalidArgument(format!(
+                        "holds {n} items, its recorded length is {}",
+                        hi - lo
+                    )),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    fn batch_error(&self, b: usize, e: Error) -> Error {
+        Error::corrupt(
+            self.display(),
+            "BatchArray batch",
+            format!("batch {b}: {e}"),
+        )
+    }
+
+    async fn batch_bytes(&self, i: u64, stats: &mut ReadStats) -> Result<Vec<u8>> {
+        let raw = self.frame.fetch_chunks(&[i]).await?;
+        let raw = &raw[0];
+        stats.chunks_read += 1;
+        if let crate::container::RawChunk::Stored(b) = raw {
+            stats.bytes_fetched += b.len() as u64;
+        }
+        self.frame.decode(i, raw)
+    }
+}
+
+/// Reads the msgpack arrays of one decoded batch, appending items `want` (indices within
+/// the batch) to `out` when `kind` is given; returns the number of items.
+fn scan_batch(
+    bytes: &[u8],
+    kind: Option<ItemKind>,
+    want: Range<u64>,
+    out: &mut VarValues,
+) -> Result<u64> {
+    let mut r = ItemReader { bytes, pos: 0 };
+    let mut index = 0u64;
+    while r.pos < bytes.len() {
+        let n = r.array_len()?;
+        for _ in 0..n {
+            let at = r.pos;
+            let item = r.item()?;
+            if let Some(kind) = kind.filter(|_| want.contains(&index)) {
+                match (item, kind) {
+                    (Item::Nil, _) => out.push(None),
+                    (Item::Str(s), ItemKind::Text) | (Item::Bin(s), ItemKind::Bytes) => {
+                        out.push(Some(s))
+                    }
+                    (item, kind) => {
+                        return Err(Error::InvalidArgument(format!(
+                            "item {index} (byte {at}) is a msgpack {}, not {}",
+                            item.name(),
+                            match kind {
+                                ItemKind::Text => "a str",
+                                ItemKind::Bytes => "a bin",
+                            }
+                        )));
+                    }
+                }
+            }
+            index += 1;
+        }
+    }
+    Ok(index)
+}
+
+/// One item as far as a string or bytes column cares.
+enum Item<'a> {
+    Nil,
+    Str(&'a [u8]),
+    Bin(&'a [u8]),
+    /// Any other msgpack value (skipped whole), by its marker byte.
+    Other(u8),
+}
+
+impl Item<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Item::Nil => "nil",
+            Item::Str(_) => "str",
+            Item::Bin(_) => "bin",
+            Item::Other(m) => match m {
+                0x00..=0x7f | 0xe0..=0xff | 0xcc..=0xd3 => "int",
+                0xc2 | 0xc3 => "bool",
+                0xca | 0xcb => "float",
+                0x80..=0x8f | 0xde | 0xdf => "map",
+                0x90..=0x9f | 0xdc | 0xdd => "array",
+                _ => "ext",
+            },
+        }
+    }
+}
+
+/// A cursor over msgpack bytes that reads str, bin and nil in place and skips anything
+/// else through the bounded general parser.
+struct ItemReader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> ItemReader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if n > self.bytes.len() - self.pos {
+            return Err(Error::InvalidArgument(format!(
+                "{n} bytes needed at byte {}, {} left",
+                self.pos,
+                self.bytes.len() - self.pos
+            )));
+        }
+        let s = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn be(&mut self, n: usize) -> Result<usize> {
+        Ok(self
+            .take(n)?
+            .iter()
+            .fold(0usize, |a, &b| (a << 8) | b as usize))
+    }
+
+    /// The length of the array that starts here (each block of a batch is one).
+    fn array_len(&mut self) -> Result<usize> {
+        let at = self.pos;
+        match self.take(1)?[0] {
+            m @ 0x90..=0x9f => Ok((m & 0x0f) as usize),
+            0xdc => self.be(2),
+            0xdd => self.be(4),
+            m => Err(Error::InvalidArgument(format!(
+                "byte {at}: a block starts with msgpack marker {m:#04x}, not an array"
+            ))),
+        }
+    }
+
+    fn item(&mut self) -> Result<Item<'a>> {
+        let m = self.take(1)?[0];
+        Ok(match m {
+            0xc0 => Item::Nil,
+            0xa0..=0xbf => Item::Str(self.take((m & 0x1f) as usize)?),
+            0xd9..=0xdb => {
+                let n = self.be(1 << (m - 0xd9))?;
+                Item::Str(self.take(n)?)
+            }
+            0xc4..=0xc6 => {
+                let n = self.be(1 << (m - 0xc4))?;
+                Item::Bin(self.take(n)?)
+            }
+            _ => {
+                self.pos -= 1;
+                let (_, used) = msgpack::parse(&self.bytes[self.pos..])
+                    .map_err(|e| Error::InvalidArgument(format!("byte {}: {e}", self.pos)))?;
+                self.pos += used;
+                Item::Other(m)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan(bytes: &[u8], kind: ItemKind, want: Range<u64>) -> Result<(u64, VarValues)> {
+        let mut v = VarValues::new();
+        let n = scan_batch(bytes, Some(kind), want, &mut v)?;
+        Ok((n, v))
+    }
+
+    /// Two blocks, `["a", nil]` and `["bc", <str8 of 40 bytes>, <str16 of 300>]`.
+    fn batch() -> Vec<u8> {
+        let mut b = vec![0x92, 0xa1, b'a', 0xc0, 0x93, 0xa2, b'b', b'c', 0xd9, 40];
+        b.extend([b'x'; 40]);
+        b.extend([0xda, 0x01, 0x2c]);
+        b.extend([b'y'; 300]);
+        b
+    }
+
+    #[test]
+    fn items_of_a_range_across_blocks() {
+        let (n, v) = scan(&batch(), ItemKind::Text, 1..4).unwrap();
+        assert_eq!(n, 5);
+        assert_eq!(v.offsets, [0, 0, 2, 42]);
+        assert_eq!(&v.data[..2], b"bc");
+        assert!(v.data[2..].iter().all(|&c| c == b'x'));
+        assert_eq!(v.present, [false, true, true]);
+        let (_, all) = scan(&batch(), ItemKind::Text, 0..5).unwrap();
+        assert_eq!(all.len(), 5);
+        assert_eq!(all.offsets[5], 1 + 2 + 40 + 300);
+        let (_, none_null) = scan(&batch(), ItemKind::Text, 2..5).unwrap();
+        assert!(none_null.present.is_empty());
+    }
+
+    #[test]
+    fn bytes_items_and_long_forms() {
+        // array16 of two: bin8 [1, 2], str32 "z"; a bin item in a text column is refused.
+        let b = [
+            0xdc, 0, 2, 0xc4, 2, 1, 2, 0xdb, 0, 0, 0, 1, b'z', //
+        ];
+        let (n, v) = scan(&b, ItemKind::Bytes, 0..1).unwrap();
+        assert_eq!((n, v.data), (2, vec![1, 2]));
+        let e = scan(&b, ItemKind::Bytes, 0..2).unwrap_err().to_string();
+        assert!(
+            e.contains("item 1") && e.contains("msgpack str, not a bin"),
+            "{e}"
+        );
+        let e = scan(&b, ItemKind::Text, 0..1).unwrap_err().to_string();
+        assert!(e.contains("item 0") && e.contains("msgpack bin"), "{e}");
+        // Items outside the range are skipped whatever they are.
+        let ints = [0x93, 0x01, 0xcd, 0x01, 0x00, 0xa1, b'q'];
+        let (n, v) = scan(&ints, ItemKind::Text, 2..3).unwrap();
+        assert_eq!((n, v.data), (3, b"q".to_vec()));
+        let e = scan(&ints, ItemKind::Text, 0..3).unwrap_err().to_string();
+        assert!(e.contains("msgpack int"), "{e}");
+    }
+
+    #[test]
+    fn damaged_batches_are_errors() {
+        let b = batch();
+        for cut in 1..b.len() {
+            // A cut at a block boundary leaves fewer items (the caller checks the count).
+            match scan(&b[..cut], ItemKind::Text, 0..5) {
+                Ok((n, _)) => assert!(n < 5 && cut == 4, "cut {cut}: {n} items"),
+                Err(e) => assert!(e.to_string().contains("needed"), "cut {cut}: {e}"),
+            }
+        }
+        let e = scan(&[0xa1, b'a'], ItemKind::Text, 0..1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an array"), "{e}");
+        // A declared count far past the bytes ends at the bytes, with no allocation.
+        let e = scan(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0], ItemKind::Text, 0..1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1 bytes needed"), "{e}");
+    }
+}
