@@ -180,15 +180,44 @@ const QUERIES: &[Query] = &[
         floor: &["names-{c}.b2d/_cols/name.b2nd"],
         columns: "name",
     },
+    Query {
+        name: "cats: name = one of 2,000 (dictionary column)",
+        sql: "SELECT count(*) FROM cats_{c} WHERE name = 'abjvhujq'",
+        check: Check::Same,
+        floor: &["cats-{c}.b2d/_cols/name.b2nd"],
+        columns: "name",
+    },
+    Query {
+        name: "cats: count per name, top 3 (dictionary column)",
+        sql: "SELECT name, count(*) AS n FROM cats_{c} GROUP BY name ORDER BY n DESC, name LIMIT 3",
+        check: Check::Same,
+        floor: &["cats-{c}.b2d/_cols/name.b2nd"],
+        columns: "name",
+    },
+    Query {
+        name: "cats: text = one of 2,000 (vlstring column)",
+        sql: "SELECT count(*) FROM cats_{c} WHERE text = 'abjvhujq'",
+        check: Check::Same,
+        floor: &["cats-{c}.b2d/_cols/text.b2b"],
+        columns: "text",
+    },
+    Query {
+        name: "cats: count per text, top 3 (vlstring column)",
+        sql: "SELECT text, count(*) AS n FROM cats_{c} GROUP BY text ORDER BY n DESC, text LIMIT 3",
+        check: Check::Same,
+        floor: &["cats-{c}.b2d/_cols/text.b2b"],
+        columns: "text",
+    },
 ];
 
 const CODECS: [&str; 2] = ["zstd", "lz4"];
-const DATASETS: [(&str, &str); 5] = [
+const DATASETS: [(&str, &str); 6] = [
     ("walk", "b2nd"),
     ("ticks", "b2d"),
     ("grid", "b2nd"),
     ("tiles", "b2nd"),
     ("names", "b2d"),
+    ("cats", "b2d"),
 ];
 
 async fn contexts(partitions: usize) -> (SessionContext, SessionContext) {

@@ -12,6 +12,9 @@ each data set twice: with the defaults (ZSTD, shuffle) and with LZ4 (shuffle):
     names-{zstd,lz4}.b2d   CTable of 10,000,000 rows: id int64, name string (<U12: numpy's
                            fixed-width UTF-32) drawn from 2,000 names of 3-12 letters, one
                            in ten with a non-ASCII letter; default chunking
+    cats-{zstd,lz4}.b2d    the same 10,000,000 rows with the name twice, as a dictionary
+                           column (int32 codes + a BatchArray of the 2,000 names) `name` and
+                           as a vlstring column (BatchArray of msgpack strings) `text`
 
 Usage: python benches/scan_data.py OUT_DIR   (skips files that exist)
 """
@@ -52,6 +55,13 @@ def make_people():
     people["id"] = np.arange(N)
     people["name"] = names(rn, 2000)[rn.integers(0, 2000, N)]
     return people
+
+
+@dataclass
+class Cat:
+    id: int = blosc2.field(blosc2.int64())
+    name: str = blosc2.field(blosc2.dictionary(nullable=False))
+    text: str = blosc2.field(blosc2.vlstring())
 
 
 @dataclass
@@ -97,6 +107,16 @@ def main(out):
                 people = make_people()
             t = blosc2.CTable(Name, urlpath=p, mode="w", expected_size=N, cparams=cparams)
             t.extend(people)
+            t.close()
+        p = os.path.join(out, f"cats-{name}.b2d")
+        if not os.path.exists(os.path.join(p, "_meta.b2f")):
+            if people is None:
+                people = make_people()
+            t = blosc2.CTable(Cat, urlpath=p, mode="w", expected_size=N, cparams=cparams)
+            step = 1_000_000
+            for a in range(0, N, step):
+                names = people["name"][a:a + step].tolist()
+                t.extend({"id": people["id"][a:a + step], "name": names, "text": names})
             t.close()
 
 

@@ -1,6 +1,6 @@
 //! What `b2sql inspect` shows: a JSON description of a dataset's container and layout.
 
-use crate::array::batch_array::{BatchArray, ItemKind};
+use crate::array::batch_array::BatchArray;
 use crate::array::column_spec::NullDecl;
 use crate::array::ndarray::{ArrayKind, ChunkSource, NdArray};
 use crate::array::table::{ColumnStorage, NullRule, Table};
@@ -62,12 +62,12 @@ fn array_json(a: &NdArray) -> Value {
     v
 }
 
-fn batch_array_json(b: &BatchArray, kind: ItemKind) -> Value {
+fn batch_array_json(b: &BatchArray, items: String) -> Value {
     let h = b.frame().header();
     json!({
         "kind": "BatchArray",
         "path": b.display(),
-        "items": format!("{kind:?}").to_lowercase(),
+        "items": items,
         "len": b.len(),
         "batches": b.nbatches(),
         "codec": h.codec_name(),
@@ -88,14 +88,15 @@ fn table_json(t: &Table) -> Value {
                 let storage = match &c.storage {
                     ColumnStorage::Fixed(a) => array_json(a),
                     ColumnStorage::Utf8 { offsets, data } => json!({"offsets": array_json(offsets), "data": array_json(data)}),
-                    ColumnStorage::Var { items, kind } => batch_array_json(items, *kind),
+                    ColumnStorage::Var { items, kind } => batch_array_json(items, format!("{kind:?}").to_lowercase()),
+                    ColumnStorage::Items { items, item } => batch_array_json(items, format!("msgpack {item:?}")),
                     ColumnStorage::Dictionary { codes, values, null_code } => json!({"codes": array_json(codes), "values": values.len(), "null_code": null_code}),
                 };
                 json!({
                     "name": c.name,
                     "kind": c.kind,
                     "nulls": match (&c.storage, &c.nulls) {
-                        (ColumnStorage::Var { .. }, _) => json!("nil items"),
+                        (ColumnStorage::Var { .. } | ColumnStorage::Items { .. }, _) => json!("nil items"),
                         (ColumnStorage::Dictionary { null_code, .. }, _) => json!({"null_code": null_code}),
                         (_, nulls) => match nulls { NullRule::None => json!(null), NullRule::Mask(Some(_)) => json!("mask"), NullRule::Mask(None) => json!("mask (no sidecar: none null)"), NullRule::Sentinel(v) => json!({"sentinel": v}) },
                     },

@@ -136,8 +136,12 @@ impl BatchArray {
             None => {
                 let mut l = Vec::with_capacity(arr.frame.nchunks() as usize);
                 for i in 0..arr.frame.nchunks() {
-                    let bytes = arr.batch_bytes(i, &mut ReadStats::default()).await?;
-                    l.push(scan_batch(&bytes, None, 0..0, &mut VarValues::new())?);
+                    let raw = arr.frame.fetch_chunks(&[i]).await?;
+                    let bytes = arr.frame.decode(i, &raw[0])?;
+                    l.push(
+                        scan_batch(&bytes, 0..0, |_, _, _| Ok(()))
+                            .map_err(|e| arr.batch_error(i, e))?,
+                    );
                 }
                 l
             }
@@ -189,6 +193,40 @@ impl BatchArray {
         kind: ItemKind,
         stats: &mut ReadStats,
     ) -> Result<VarValues> {
+        let mut out = VarValues::new();
+        self.each_item(rows, stats, |index, at, item| {
+            push_var(&mut out, kind, index, at, item)
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// The items `rows` as msgpack values, whatever they are.
+    ///
+    /// # Errors
+    /// As [`BatchArray::read`]; a `str` that is not UTF-8.
+    pub async fn read_values(
+        &self,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<Vec<MsgValue>> {
+        let mut out = Vec::with_capacity((rows.end.saturating_sub(rows.start)) as usize);
+        self.each_item(rows, stats, |index, _, item| {
+            out.push(to_value(index, item)?);
+            Ok(())
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// Fetches the batches that hold `rows` (in one request where they are neighbours)
+    /// and hands each item of `rows` to `on`, in order.
+    async fn each_item(
+        &self,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+        mut on: impl FnMut(u64, usize, Item) -> Result<()>,
+    ) -> Result<()> {
         if rows.end > self.len() || rows.start > rows.end {
             return Err(Error::InvalidArgument(format!(
                 "{}: items {rows:?} out of 0..{}",
@@ -196,23 +234,27 @@ impl BatchArray {
                 self.len()
             )));
         }
-        let mut out = VarValues::new();
         if rows.is_empty() {
-            return Ok(out);
+            return Ok(());
         }
         // Batches overlapping `rows`: the last whose start is <= rows.start, through the
-        // last that starts before rows.end.
+        // last that starts before rows.end; empty batches are left out.
         let first = self.starts.partition_point(|&s| s <= rows.start) - 1;
-        let end = self.starts.partition_point(|&s| s < rows.end) - 1;
-        for b in first..=end.min(self.nbatches() as usize - 1) {
-            let (lo, hi) = (self.starts[b], self.starts[b + 1]);
-            if hi <= rows.start || lo >= rows.end {
-                continue;
+        let end = self.starts.partition_point(|&s| s < rows.end);
+        let batches: Vec<u64> = (first..end.min(self.nbatches() as usize))
+            .filter(|&b| self.starts[b] < self.starts[b + 1])
+            .map(|b| b as u64)
+            .collect();
+        let raws = self.frame.fetch_chunks(&batches).await?;
+        for (&b, raw) in batches.iter().zip(&raws) {
+            stats.chunks_read += 1;
+            if let crate::container::RawChunk::Stored(bytes) = raw {
+                stats.bytes_fetched += bytes.len() as u64;
             }
-            let bytes = self.batch_bytes(b as u64, stats).await?;
+            let bytes = self.frame.decode(b, raw)?;
+            let (lo, hi) = (self.starts[b as usize], self.starts[b as usize + 1]);
             let want = rows.start.max(lo) - lo..rows.end.min(hi) - lo;
-            let n = scan_batch(&bytes, Some(kind), want, &mut out)
-                .map_err(|e| self.batch_error(b, e))?;
+            let n = scan_batch(&bytes, want, &mut on).map_err(|e| self.batch_error(b, e))?;
             if n != hi - lo {
                 return Err(self.batch_error(
                     b,
@@ -223,35 +265,24 @@ impl BatchArray {
                 ));
             }
         }
-        Ok(out)
+        Ok(())
     }
 
-    fn batch_error(&self, b: usize, e: Error) -> Error {
+    fn batch_error(&self, b: u64, e: Error) -> Error {
         Error::corrupt(
             self.display(),
             "BatchArray batch",
             format!("batch {b}: {e}"),
         )
     }
-
-    async fn batch_bytes(&self, i: u64, stats: &mut ReadStats) -> Result<Vec<u8>> {
-        let raw = self.frame.fetch_chunks(&[i]).await?;
-        let raw = &raw[0];
-        stats.chunks_read += 1;
-        if let crate::container::RawChunk::Stored(b) = raw {
-            stats.bytes_fetched += b.len() as u64;
-        }
-        self.frame.decode(i, raw)
-    }
 }
 
-/// Reads the msgpack arrays of one decoded batch, appending items `want` (indices within
-/// the batch) to `out` when `kind` is given; returns the number of items.
-fn scan_batch(
-    bytes: &[u8],
-    kind: Option<ItemKind>,
+/// Reads the msgpack arrays of one decoded batch, handing items `want` (indices within
+/// the batch) to `on`; returns the number of items.
+fn scan_batch<'a>(
+    bytes: &'a [u8],
     want: Range<u64>,
-    out: &mut VarValues,
+    mut on: impl FnMut(u64, usize, Item<'a>) -> Result<()>,
 ) -> Result<u64> {
     let mut r = ItemReader { bytes, pos: 0 };
     let mut index = 0u64;
@@ -260,23 +291,8 @@ fn scan_batch(
         for _ in 0..n {
             let at = r.pos;
             let item = r.item()?;
-            if let Some(kind) = kind.filter(|_| want.contains(&index)) {
-                match (item, kind) {
-                    (Item::Nil, _) => out.push(None),
-                    (Item::Str(s), ItemKind::Text) | (Item::Bin(s), ItemKind::Bytes) => {
-                        out.push(Some(s))
-                    }
-                    (item, kind) => {
-                        return Err(Error::InvalidArgument(format!(
-                            "item {index} (byte {at}) is a msgpack {}, not {}",
-                            item.name(),
-                            match kind {
-                                ItemKind::Text => "a str",
-                                ItemKind::Bytes => "a bin",
-                            }
-                        )));
-                    }
-                }
+            if want.contains(&index) {
+                on(index, at, item)?;
             }
             index += 1;
         }
@@ -284,13 +300,44 @@ fn scan_batch(
     Ok(index)
 }
 
+/// Appends a text or bytes item (or `nil`) of `kind` to `out`.
+fn push_var(out: &mut VarValues, kind: ItemKind, index: u64, at: usize, item: Item) -> Result<()> {
+    match (item, kind) {
+        (Item::Nil, _) => out.push(None),
+        (Item::Str(s), ItemKind::Text) | (Item::Bin(s), ItemKind::Bytes) => out.push(Some(s)),
+        (item, kind) => {
+            return Err(Error::InvalidArgument(format!(
+                "item {index} (byte {at}) is a msgpack {}, not {}",
+                item.name(),
+                match kind {
+                    ItemKind::Text => "a str",
+                    ItemKind::Bytes => "a bin",
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An item as a msgpack value.
+fn to_value(index: u64, item: Item) -> Result<MsgValue> {
+    Ok(match item {
+        Item::Nil => MsgValue::Nil,
+        Item::Str(s) => MsgValue::Str(String::from_utf8(s.to_vec()).map_err(|e| {
+            Error::InvalidArgument(format!("item {index}: a str that is not UTF-8 ({e})"))
+        })?),
+        Item::Bin(b) => MsgValue::Bin(b.to_vec()),
+        Item::Other(v, _) => v,
+    })
+}
+
 /// One item as far as a string or bytes column cares.
 enum Item<'a> {
     Nil,
     Str(&'a [u8]),
     Bin(&'a [u8]),
-    /// Any other msgpack value (skipped whole), by its marker byte.
-    Other(u8),
+    /// Any other msgpack value, parsed whole, and its marker byte.
+    Other(MsgValue, u8),
 }
 
 impl Item<'_> {
@@ -299,7 +346,7 @@ impl Item<'_> {
             Item::Nil => "nil",
             Item::Str(_) => "str",
             Item::Bin(_) => "bin",
-            Item::Other(m) => match m {
+            Item::Other(_, m) => match m {
                 0x00..=0x7f | 0xe0..=0xff | 0xcc..=0xd3 => "int",
                 0xc2 | 0xc3 => "bool",
                 0xca | 0xcb => "float",
@@ -367,10 +414,10 @@ impl<'a> ItemReader<'a> {
             }
             _ => {
                 self.pos -= 1;
-                let (_, used) = msgpack::parse(&self.bytes[self.pos..])
+                let (v, used) = msgpack::parse(&self.bytes[self.pos..])
                     .map_err(|e| Error::InvalidArgument(format!("byte {}: {e}", self.pos)))?;
                 self.pos += used;
-                Item::Other(m)
+                Item::Other(v, m)
             }
         })
     }
@@ -382,7 +429,9 @@ mod tests {
 
     fn scan(bytes: &[u8], kind: ItemKind, want: Range<u64>) -> Result<(u64, VarValues)> {
         let mut v = VarValues::new();
-        let n = scan_batch(bytes, Some(kind), want, &mut v)?;
+        let n = scan_batch(bytes, want, |i, at, item| {
+            push_var(&mut v, kind, i, at, item)
+        })?;
         Ok((n, v))
     }
 

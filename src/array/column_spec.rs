@@ -9,6 +9,7 @@
 
 use super::batch_array::{BatchArray, ItemKind, VarValues};
 use super::dtype::{DType, Endian, TimeUnit};
+use super::item_type::ItemType;
 use super::ndarray::NdArray;
 use super::table::{ColumnStorage, NullRule, TableColumn, column_path};
 use crate::container::frame::Frame;
@@ -31,6 +32,8 @@ pub enum ColumnValues {
     Utf8,
     /// Variable-length items of a BatchArray (`vlstring`: text, `vlbytes`: bytes).
     Var(ItemKind),
+    /// msgpack values of a declared type in a BatchArray (`list`, `struct`, `object`).
+    Items(ItemType),
     /// `int32` codes into a BatchArray of distinct strings.
     Dictionary {
         /// The code of a null row.
@@ -84,10 +87,6 @@ fn scalar_kind_dtype(kind: &str) -> Option<&'static str> {
         _ => return None,
     })
 }
-
-/// Kinds stored in BatchArrays (`.b2b`) whose items this crate does not map to Arrow yet
-/// (`vlstring`, `vlbytes` and `dictionary` are read).
-const BATCH_KINDS: &[&str] = &["object", "list", "struct"];
 
 fn timestamp_dtype(entry: &Json) -> DType {
     let unit = match entry.get("unit").and_then(Json::as_str).unwrap_or("us") {
@@ -158,15 +157,6 @@ impl ColumnSpec {
             nulls,
             timezone,
         } = EntryHead::parse(path, entry)?;
-        if BATCH_KINDS.contains(&kind.as_str()) {
-            return Err(Error::unsupported(
-                path,
-                format!(
-                    "CTable column {name:?} of kind {kind:?} (BatchArray-backed columns other \
-                     than vlstring, vlbytes and dictionary are not read yet)"
-                ),
-            ));
-        }
         let bad = |what: String| Error::corrupt(path, "_meta schema", what);
         let width = || {
             entry
@@ -179,6 +169,26 @@ impl ColumnSpec {
             "utf8" => ColumnValues::Utf8,
             "vlstring" => ColumnValues::Var(ItemKind::Text),
             "vlbytes" => ColumnValues::Var(ItemKind::Bytes),
+            "list" | "object" | "struct" => {
+                if let Some(st) = entry
+                    .get("storage")
+                    .and_then(Json::as_str)
+                    .filter(|&st| st != "batch")
+                {
+                    return Err(Error::unsupported(
+                        path,
+                        format!(
+                            "list column {name:?} with storage {st:?} (one chunk per row; \
+                             only \"batch\" lists are read)"
+                        ),
+                    ));
+                }
+                ColumnValues::Items(ItemType::from_entry(
+                    path,
+                    &format!("column {name:?}"),
+                    entry,
+                )?)
+            }
             "dictionary" => {
                 check_dictionary_entry(path, &name, entry)?;
                 ColumnValues::Dictionary {
@@ -238,6 +248,7 @@ impl ColumnSpec {
                 },
                 ColumnStorage::Utf8 { .. } => ColumnValues::Utf8,
                 ColumnStorage::Var { kind, .. } => ColumnValues::Var(*kind),
+                ColumnStorage::Items { item, .. } => ColumnValues::Items(item.clone()),
                 ColumnStorage::Dictionary { null_code, .. } => ColumnValues::Dictionary {
                     null_code: *null_code,
                 },
@@ -267,6 +278,7 @@ impl ColumnSpec {
         let ok = match (&self.values, &c.storage) {
             (ColumnValues::Utf8, ColumnStorage::Utf8 { .. }) => true,
             (ColumnValues::Var(k), ColumnStorage::Var { kind, .. }) => k == kind,
+            (ColumnValues::Items(t), ColumnStorage::Items { item, .. }) => t == item,
             (ColumnValues::Dictionary { .. }, ColumnStorage::Dictionary { .. }) => true,
             (ColumnValues::Fixed { dtype, item_shape }, ColumnStorage::Fixed(a)) => {
                 same_logical(dtype, &a.dtype) && a.geometry.shape[1..] == item_shape[..]
@@ -282,6 +294,7 @@ impl ColumnSpec {
             }
             ColumnStorage::Utf8 { .. } => "utf8 offsets and data".into(),
             ColumnStorage::Var { kind, .. } => format!("a BatchArray of {kind:?} items"),
+            ColumnStorage::Items { item, .. } => format!("a BatchArray of {item:?} items"),
             ColumnStorage::Dictionary { .. } => "dictionary codes and values".into(),
         };
         Err(Error::corrupt(
@@ -384,6 +397,10 @@ pub async fn open_ctable_column(
             ItemKind::Bytes
         };
         ColumnStorage::Var { items, kind }
+    } else if matches!(kind.as_str(), "list" | "object" | "struct") {
+        let items = BatchArray::open(need(open(".b2b").await?, ".b2b")?).await?;
+        let item = ItemType::from_entry(path, &format!("column {name:?}"), entry)?;
+        ColumnStorage::Items { items, item }
     } else if kind == "dictionary" {
         let (codes, values) = futures::try_join!(open(".b2nd"), open("_dict.b2b"))?;
         let codes = NdArray::from_frame(need(codes, ".b2nd")?, None)?;
@@ -407,7 +424,9 @@ pub async fn open_ctable_column(
                 && data.geometry.ndim() == 1
                 && data.itemsize() == 1
         }
-        ColumnStorage::Var { items, .. } => items.len() >= physical_rows,
+        ColumnStorage::Var { items, .. } | ColumnStorage::Items { items, .. } => {
+            items.len() >= physical_rows
+        }
         ColumnStorage::Dictionary { codes, .. } => {
             codes.geometry.ndim() == 1
                 && codes.geometry.shape[0] >= physical_rows
@@ -436,7 +455,9 @@ pub async fn open_ctable_column(
         // Nulls are nil items and null codes, whatever the entry declares.
         _ if matches!(
             storage,
-            ColumnStorage::Var { .. } | ColumnStorage::Dictionary { .. }
+            ColumnStorage::Var { .. }
+                | ColumnStorage::Items { .. }
+                | ColumnStorage::Dictionary { .. }
         ) =>
         {
             NullRule::None

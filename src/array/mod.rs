@@ -5,6 +5,7 @@ pub mod batch_array;
 pub mod column_spec;
 pub mod dtype;
 pub mod geometry;
+pub mod item_type;
 pub mod ndarray;
 pub mod pylit;
 pub mod summary;

@@ -7,12 +7,14 @@
 use super::batch_array::{BatchArray, ItemKind, VarValues};
 use super::column_spec::{ColumnSpec, open_ctable_column};
 use super::dtype::DType;
+use super::item_type::ItemType;
 use super::ndarray::{NdArray, ReadStats};
 use super::summary::ColumnSummary;
 use crate::container::bcolz::{BcolzCarray, ctable_columns};
 use crate::container::store::StoreRoot;
 use crate::error::{Error, Result};
 use crate::io::Location;
+use crate::msgpack::MsgValue;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value as Json;
 use std::ops::Range;
@@ -38,6 +40,13 @@ pub enum ColumnStorage {
         items: BatchArray,
         /// What they are.
         kind: ItemKind,
+    },
+    /// One msgpack value of a declared type per row (`list`, `struct`, `object`).
+    Items {
+        /// The items.
+        items: BatchArray,
+        /// Their declared type.
+        item: ItemType,
     },
     /// `int32` codes into the distinct values (read when the column is opened).
     Dictionary {
@@ -90,7 +99,7 @@ impl TableColumn {
         match &self.storage {
             ColumnStorage::Fixed(a) => &a.dtype,
             ColumnStorage::Utf8 { data, .. } => &data.dtype,
-            ColumnStorage::Var { .. } => &BYTE,
+            ColumnStorage::Var { .. } | ColumnStorage::Items { .. } => &BYTE,
             ColumnStorage::Dictionary { codes, .. } => &codes.dtype,
         }
     }
@@ -101,7 +110,7 @@ impl TableColumn {
             ColumnStorage::Fixed(a) => Some(a),
             ColumnStorage::Utf8 { offsets, .. } => Some(offsets),
             ColumnStorage::Dictionary { codes, .. } => Some(codes),
-            ColumnStorage::Var { .. } => None,
+            ColumnStorage::Var { .. } | ColumnStorage::Items { .. } => None,
         }
     }
 
@@ -137,6 +146,8 @@ pub enum ColumnData {
     },
     /// BatchArray items (text or bytes), with their nulls.
     Var(VarValues),
+    /// BatchArray items as msgpack values.
+    Values(Vec<MsgValue>),
     /// Dictionary codes (int32 little-endian bytes) and the column's distinct values.
     Dictionary {
         /// `rows × 4` bytes.
@@ -540,6 +551,9 @@ impl Table {
             }
             ColumnStorage::Var { items, kind } => {
                 Ok(ColumnData::Var(items.read(rows, *kind, stats).await?))
+            }
+            ColumnStorage::Items { items, .. } => {
+                Ok(ColumnData::Values(items.read_values(rows, stats).await?))
             }
             ColumnStorage::Dictionary { codes, values, .. } => Ok(ColumnData::Dictionary {
                 codes: read_1d(codes, rows, stats).await?,

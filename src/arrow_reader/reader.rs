@@ -7,6 +7,7 @@
 use super::convert::{
     direct_primitive, fixed_list, primitive_from_buffer, subarray_items, to_arrow,
 };
+use super::msgpack_arrow::values_array;
 use super::pool::BufferPool;
 use super::schema::dataset_schema;
 use super::text_match::TextMatch;
@@ -19,6 +20,7 @@ use crate::array::ndarray::{NdArray, ReadStats};
 use crate::array::table::{ColumnData, ColumnStorage, NullRule, Table};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::msgpack::MsgValue;
 use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions};
 use arrow::buffer::{BooleanBuffer, Buffer};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
@@ -448,6 +450,19 @@ impl BatchReader {
                     unreachable!("items come from BatchArray columns")
                 };
                 items_array(*kind, v, &what)?
+            }
+            ColumnData::Values(v) => {
+                let ColumnStorage::Items { item, .. } = &c.storage else {
+                    unreachable!("values come from msgpack columns")
+                };
+                let refs: Vec<Option<&MsgValue>> = v.iter().map(Some).collect();
+                values_array(item, &refs).map_err(|e| {
+                    Error::corrupt(
+                        t.display(),
+                        "msgpack column",
+                        format!("column {:?}: {e}", c.name),
+                    )
+                })?
             }
             ColumnData::Dictionary { codes, values } => {
                 let ColumnStorage::Dictionary { null_code, .. } = &c.storage else {

@@ -4,6 +4,7 @@
 //! scalar dtype or one column per top-level struct field. Table-like inputs: their columns
 //! in stored order. User attributes go into the schema metadata as JSON.
 
+use super::msgpack_arrow;
 use super::varlen::dictionary_type;
 use crate::array::batch_array::ItemKind;
 use crate::array::column_spec::ColumnValues;
@@ -145,6 +146,7 @@ pub fn table_fields(t: &Table) -> Vec<Field> {
                 ColumnValues::Var(ItemKind::Text) => (DataType::Utf8, &[][..], true),
                 ColumnValues::Var(ItemKind::Bytes) => (DataType::Binary, &[][..], true),
                 ColumnValues::Dictionary { .. } => (dictionary_type(), &[][..], true),
+                ColumnValues::Items(t) => (msgpack_arrow::arrow_type(t), &[][..], true),
                 ColumnValues::Fixed { dtype, item_shape } => {
                     let t = match (c.kind.as_str(), arrow_type(dtype)) {
                         ("bool", _) => DataType::Boolean,

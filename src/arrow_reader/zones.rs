@@ -204,7 +204,8 @@ pub fn unit_cost(ds: &Dataset, unit: &ScanUnit, projection: Option<&[usize]>) ->
                     array_cost(codes, std::slice::from_ref(rows))
                 }
                 // Batches of items: about a compressed byte per row.
-                crate::array::table::ColumnStorage::Var { .. } => rows.end - rows.start,
+                crate::array::table::ColumnStorage::Var { .. }
+                | crate::array::table::ColumnStorage::Items { .. } => rows.end - rows.start,
             })
             .sum(),
         _ => unit.rows(),

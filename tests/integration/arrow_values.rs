@@ -46,6 +46,25 @@ pub fn json_of(col: &dyn Array, i: usize) -> Value {
                 .map(|&b| b as char)
                 .collect::<String>()
         ),
+        DataType::List(_) => {
+            let l = col.as_list::<i32>();
+            let (a, b) = (l.value_offsets()[i], l.value_offsets()[i + 1]);
+            Value::Array(
+                (a..b)
+                    .map(|j| json_of(l.values().as_ref(), j as usize))
+                    .collect(),
+            )
+        }
+        DataType::Struct(fields) => {
+            let st = col.as_struct();
+            Value::Object(
+                fields
+                    .iter()
+                    .zip(st.columns())
+                    .map(|(f, c)| (f.name().clone(), json_of(c.as_ref(), i)))
+                    .collect(),
+            )
+        }
         DataType::Dictionary(_, _) => {
             let d = col.as_dictionary::<Int32Type>();
             json_of(d.values().as_ref(), d.keys().value(i) as usize)
