@@ -143,7 +143,7 @@ pub fn table_fields(t: &Table) -> Vec<Field> {
             let (t, shape, elem_nullable) = match &c.values {
                 ColumnValues::Utf8 => (DataType::Utf8, &[][..], false),
                 // Items may be nil, codes the null code, whatever the declaration says.
-                ColumnValues::Var(ItemKind::Text) => (DataType::Utf8, &[][..], true),
+                ColumnValues::Var(ItemKind::Text) => (DataType::Utf8View, &[][..], true),
                 ColumnValues::Var(ItemKind::Bytes) => (DataType::Binary, &[][..], true),
                 ColumnValues::Dictionary { .. } => (dictionary_type(), &[][..], true),
                 ColumnValues::Items(t) => (msgpack_arrow::arrow_type(t), &[][..], true),

@@ -1,10 +1,17 @@
 //! Arrow arrays of variable-length column values: CTable `utf8` text, BatchArray items
-//! (`vlstring` → `Utf8`, `vlbytes` → `Binary`, `nil` → null) and dictionary columns
+//! (`vlstring` → `Utf8View`, `vlbytes` → `Binary`, `nil` → null) and dictionary columns
 //! (`int32` codes → `Dictionary(Int32, Utf8)`, the null code → null).
+//!
+//! `vlstring` text is `Utf8View` (what DataFusion reads Parquet text as): a value of up
+//! to 12 bytes lives in its view, and DataFusion compares and groups views faster than
+//! offset-based strings.
 
 use crate::array::batch_array::{ItemKind, VarValues};
 use crate::error::{Error, Result};
-use arrow::array::{Array, ArrayRef, BinaryArray, DictionaryArray, Int32Array, StringArray};
+use arrow::array::builder::make_view;
+use arrow::array::{
+    Array, ArrayRef, BinaryArray, DictionaryArray, Int32Array, StringArray, StringViewArray,
+};
 use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Int32Type};
 use std::sync::Arc;
@@ -51,13 +58,52 @@ pub fn var_array(
     })
 }
 
-/// BatchArray items as an Arrow array (`nil` → null).
+/// Text with offsets from 0 as `Utf8View`: values of up to 12 bytes inline, longer ones
+/// viewing `data` (which is dropped when no value needs it).
+///
+/// # Errors
+/// Invalid UTF-8, offsets out of order, more than 4 GiB; `what` names the column.
+pub fn text_view_array(
+    offsets: &[i64],
+    data: Vec<u8>,
+    nulls: Option<NullBuffer>,
+    what: &dyn Fn() -> String,
+) -> Result<ArrayRef> {
+    let bad = |e: String| Error::InvalidArgument(format!("{}: {e}", what()));
+    if u32::try_from(data.len()).is_err() {
+        return Err(bad(format!("{} bytes of text in one batch", data.len())));
+    }
+    let mut long = false;
+    let mut views = Vec::with_capacity(offsets.len().saturating_sub(1));
+    for w in offsets.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        let v = data
+            .get(a..b)
+            .ok_or_else(|| bad(format!("offsets {a}..{b} outside {} bytes", data.len())))?;
+        long |= v.len() > 12;
+        views.push(make_view(v, 0, a as u32));
+    }
+    let buffers = if long {
+        vec![Buffer::from(data)]
+    } else {
+        Vec::new()
+    };
+    let a = StringViewArray::try_new(ScalarBuffer::from(views), buffers, nulls)
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(Arc::new(a))
+}
+
+/// BatchArray items as an Arrow array (`nil` → null): text as `Utf8View`, bytes as
+/// `Binary`.
 ///
 /// # Errors
 /// As [`var_array`].
 pub fn items_array(kind: ItemKind, v: VarValues, what: &dyn Fn() -> String) -> Result<ArrayRef> {
     let nulls = (!v.present.is_empty()).then(|| NullBuffer::from(v.present));
-    var_array(kind, &v.offsets, v.data, nulls, what)
+    match kind {
+        ItemKind::Text => text_view_array(&v.offsets, v.data, nulls, what),
+        ItemKind::Bytes => var_array(kind, &v.offsets, v.data, nulls, what),
+    }
 }
 
 /// The values of a dictionary column as the dictionary of its Arrow arrays.
@@ -102,4 +148,49 @@ pub fn dictionary_array(
     let d = DictionaryArray::<Int32Type>::try_new(keys, values)
         .map_err(|e| Error::InvalidArgument(format!("{}: {e}", what())))?;
     Ok(Arc::new(d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::AsArray;
+
+    #[test]
+    fn text_views_short_long_and_null() {
+        let long = "é".repeat(10); // 20 bytes: viewed in the buffer
+        let data = [b"ab".as_slice(), b"", long.as_bytes(), b"twelve bytes"].concat();
+        let offsets = [0, 2, 2, 22, 34];
+        let nulls = NullBuffer::from(vec![true, false, true, true]);
+        let a = text_view_array(&offsets, data, Some(nulls), &|| "c".into()).unwrap();
+        let v = a.as_string_view();
+        assert_eq!(v.value(0), "ab");
+        assert!(v.is_null(1));
+        assert_eq!(v.value(2), long);
+        assert_eq!(v.value(3), "twelve bytes");
+        assert_eq!(v.data_buffers().len(), 1);
+        // Only short values: no buffer is kept.
+        let a = text_view_array(&[0, 3, 5], b"abcde".to_vec(), None, &|| "c".into()).unwrap();
+        assert_eq!(a.as_string_view().data_buffers().len(), 0);
+        assert_eq!(a.as_string_view().value(1), "de");
+    }
+
+    #[test]
+    fn text_views_check_their_bytes() {
+        let e = text_view_array(&[0, 2], vec![0xc3, 0x28], None, &|| "column \"t\"".into())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("column \"t\"") && e.to_lowercase().contains("utf-8"),
+            "{e}"
+        );
+        let e = text_view_array(&[0, 9], b"abc".to_vec(), None, &|| "c".into())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("outside 3 bytes"), "{e}");
+        let long = "x".repeat(20);
+        let mut data = long.clone().into_bytes();
+        data[15] = 0xff;
+        let e = text_view_array(&[0, 20], data, None, &|| "c".into()).unwrap_err();
+        assert!(e.to_string().to_lowercase().contains("utf-8"), "{e}");
+    }
 }

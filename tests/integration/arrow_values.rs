@@ -38,6 +38,7 @@ pub fn json_of(col: &dyn Array, i: usize) -> Value {
         DataType::Float32 => json!(col.as_primitive::<Float32Type>().value(i) as f64),
         DataType::Float64 => json!(col.as_primitive::<Float64Type>().value(i)),
         DataType::Utf8 => json!(col.as_string::<i32>().value(i)),
+        DataType::Utf8View => json!(col.as_string_view().value(i)),
         // The generator writes bytes as Latin-1 text.
         DataType::Binary => json!(
             col.as_binary::<i32>()
