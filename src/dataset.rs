@@ -30,11 +30,14 @@ async fn store_root(loc: &Location) -> Result<StoreRoot> {
     }
 }
 
-/// An array from a store leaf or a file; generic containers we do not read are refused.
-fn leaf_array(frame: Frame, opts: &OpenOptions) -> Result<NdArray> {
+/// The dataset of a store leaf or a file: an array, a BatchArray or ListArray as a
+/// one-column table; other generic containers are refused.
+async fn leaf_dataset(frame: Frame, opts: &OpenOptions) -> Result<Dataset> {
+    if frame.metalayer("batcharray").is_some() && frame.metalayer("vlarray").is_none() {
+        return Ok(Dataset::Table(Table::open_batch_array(frame).await?));
+    }
     for (meta, what) in [
-        ("batcharray", "BatchArray"),
-        ("listarray", "ListArray"),
+        ("listarray", "ListArray stored one chunk per row"),
         ("vlarray", "ObjectArray"),
         ("b2o", "lazy expression"),
         ("LazyArray", "lazy expression"),
@@ -47,7 +50,10 @@ fn leaf_array(frame: Frame, opts: &OpenOptions) -> Result<NdArray> {
             ));
         }
     }
-    NdArray::from_frame(frame, opts.dtype.clone())
+    Ok(Dataset::Array(NdArray::from_frame(
+        frame,
+        opts.dtype.clone(),
+    )?))
 }
 
 fn key_list(keys: &[(String, LeafKind)]) -> String {
@@ -138,7 +144,7 @@ impl Dataset {
                         }
                         return Err(choose_a_leaf(loc, &store).await);
                     }
-                    return Ok(Dataset::Array(leaf_array(frame, opts)?));
+                    return leaf_dataset(frame, opts).await;
                 }
                 Err(Error::NotAContainer {
                     path: loc.display().to_string(),
@@ -198,7 +204,7 @@ impl Dataset {
             Some(Leaf::CTable) => Ok(Dataset::Table(
                 Table::open_ctable(&store.subtree(key)).await?,
             )),
-            Some(Leaf::Frame(f)) => Ok(Dataset::Array(leaf_array(*f, opts)?)),
+            Some(Leaf::Frame(f)) => leaf_dataset(*f, opts).await,
             None => {
                 let keys = store.keys().await.unwrap_or_default();
                 Err(Error::NotFound {

@@ -113,7 +113,7 @@ fn table_json(t: &Table) -> Value {
         })
         .collect();
     json!({
-        "kind": match t.kind { crate::array::table::TableKind::Bcolz => "bcolz ctable", crate::array::table::TableKind::CTable => "python-blosc2 CTable" },
+        "kind": match t.kind { crate::array::table::TableKind::Bcolz => "bcolz ctable", crate::array::table::TableKind::CTable => "python-blosc2 CTable", crate::array::table::TableKind::BatchArray => "python-blosc2 BatchArray (one column, value)" },
         "path": t.display(),
         "rows": t.live_rows,
         "physical_rows": t.physical_rows,

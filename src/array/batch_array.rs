@@ -51,6 +51,7 @@ impl VarValues {
         self.len() == 0
     }
 
+    #[inline(always)]
     fn push(&mut self, value: Option<&[u8]>) {
         match value {
             Some(v) => {
@@ -146,11 +147,17 @@ impl BatchArray {
                 l
             }
         };
+        // Every item takes at least one byte of the decoded batches.
+        let limit = arr.frame.header().nbytes;
         let mut at = 0u64;
         arr.starts.push(0);
         for n in lengths {
-            at = at.checked_add(n).ok_or_else(|| {
-                Error::corrupt(arr.display(), "BatchArray", "item count overflows")
+            at = at.checked_add(n).filter(|&a| a <= limit).ok_or_else(|| {
+                Error::corrupt(
+                    arr.display(),
+                    "BatchArray",
+                    format!("batch lengths add up to more items than its {limit} bytes hold"),
+                )
             })?;
             arr.starts.push(at);
         }
@@ -175,6 +182,12 @@ impl BatchArray {
     /// True when there are no items.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Number of items in batch `b`.
+    pub fn batch_len(&self, b: u64) -> Option<u64> {
+        let b = b as usize;
+        Some(self.starts.get(b + 1)? - self.starts[b])
     }
 
     /// Number of batches (chunks).
@@ -301,22 +314,27 @@ fn scan_batch<'a>(
 }
 
 /// Appends a text or bytes item (or `nil`) of `kind` to `out`.
+#[inline(always)]
 fn push_var(out: &mut VarValues, kind: ItemKind, index: u64, at: usize, item: Item) -> Result<()> {
     match (item, kind) {
         (Item::Nil, _) => out.push(None),
         (Item::Str(s), ItemKind::Text) | (Item::Bin(s), ItemKind::Bytes) => out.push(Some(s)),
-        (item, kind) => {
-            return Err(Error::InvalidArgument(format!(
-                "item {index} (byte {at}) is a msgpack {}, not {}",
-                item.name(),
-                match kind {
-                    ItemKind::Text => "a str",
-                    ItemKind::Bytes => "a bin",
-                }
-            )));
-        }
+        (item, kind) => return Err(not_of_kind(index, at, &item, kind)),
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn not_of_kind(index: u64, at: usize, item: &Item, kind: ItemKind) -> Error {
+    Error::InvalidArgument(format!(
+        "item {index} (byte {at}) is a msgpack {}, not {}",
+        item.name(),
+        match kind {
+            ItemKind::Text => "a str",
+            ItemKind::Bytes => "a bin",
+        }
+    ))
 }
 
 /// An item as a msgpack value.
@@ -327,7 +345,7 @@ fn to_value(index: u64, item: Item) -> Result<MsgValue> {
             Error::InvalidArgument(format!("item {index}: a str that is not UTF-8 ({e})"))
         })?),
         Item::Bin(b) => MsgValue::Bin(b.to_vec()),
-        Item::Other(v, _) => v,
+        Item::Other(v, _) => *v,
     })
 }
 
@@ -337,7 +355,7 @@ enum Item<'a> {
     Str(&'a [u8]),
     Bin(&'a [u8]),
     /// Any other msgpack value, parsed whole, and its marker byte.
-    Other(MsgValue, u8),
+    Other(Box<MsgValue>, u8),
 }
 
 impl Item<'_> {
@@ -366,19 +384,27 @@ struct ItemReader<'a> {
 }
 
 impl<'a> ItemReader<'a> {
+    #[inline(always)]
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         if n > self.bytes.len() - self.pos {
-            return Err(Error::InvalidArgument(format!(
-                "{n} bytes needed at byte {}, {} left",
-                self.pos,
-                self.bytes.len() - self.pos
-            )));
+            return Err(self.short(n));
         }
         let s = &self.bytes[self.pos..self.pos + n];
         self.pos += n;
         Ok(s)
     }
 
+    #[cold]
+    #[inline(never)]
+    fn short(&self, n: usize) -> Error {
+        Error::InvalidArgument(format!(
+            "{n} bytes needed at byte {}, {} left",
+            self.pos,
+            self.bytes.len() - self.pos
+        ))
+    }
+
+    #[inline(always)]
     fn be(&mut self, n: usize) -> Result<usize> {
         Ok(self
             .take(n)?
@@ -399,6 +425,7 @@ impl<'a> ItemReader<'a> {
         }
     }
 
+    #[inline(always)]
     fn item(&mut self) -> Result<Item<'a>> {
         let m = self.take(1)?[0];
         Ok(match m {
@@ -412,14 +439,18 @@ impl<'a> ItemReader<'a> {
                 let n = self.be(1 << (m - 0xc4))?;
                 Item::Bin(self.take(n)?)
             }
-            _ => {
-                self.pos -= 1;
-                let (v, used) = msgpack::parse(&self.bytes[self.pos..])
-                    .map_err(|e| Error::InvalidArgument(format!("byte {}: {e}", self.pos)))?;
-                self.pos += used;
-                Item::Other(v, m)
-            }
+            _ => self.other(m)?,
         })
+    }
+
+    /// Any other value, parsed whole (rare in text and bytes columns).
+    #[inline(never)]
+    fn other(&mut self, m: u8) -> Result<Item<'a>> {
+        self.pos -= 1;
+        let (v, used) = msgpack::parse(&self.bytes[self.pos..])
+            .map_err(|e| Error::InvalidArgument(format!("byte {}: {e}", self.pos)))?;
+        self.pos += used;
+        Ok(Item::Other(Box::new(v), m))
     }
 }
 

@@ -5,12 +5,13 @@
 //! count, and a CTable row is live iff `_valid_rows[row]`.
 
 use super::batch_array::{BatchArray, ItemKind, VarValues};
-use super::column_spec::{ColumnSpec, open_ctable_column};
+use super::column_spec::{ColumnSpec, ColumnValues, open_ctable_column};
 use super::dtype::DType;
 use super::item_type::ItemType;
 use super::ndarray::{NdArray, ReadStats};
 use super::summary::ColumnSummary;
 use crate::container::bcolz::{BcolzCarray, ctable_columns};
+use crate::container::frame::Frame;
 use crate::container::store::StoreRoot;
 use crate::error::{Error, Result};
 use crate::io::Location;
@@ -130,6 +131,8 @@ pub enum TableKind {
     Bcolz,
     /// python-blosc2 CTable (`.b2d` / `.b2z`).
     CTable,
+    /// A python-blosc2 BatchArray or ListArray (`.b2b`) as one column named `value`.
+    BatchArray,
 }
 
 /// Values of one column for a row range.
@@ -284,6 +287,93 @@ impl Table {
             value_epoch: None,
             store: None,
             display: dir.display().to_string(),
+        })
+    }
+
+    /// A python-blosc2 BatchArray or ListArray frame (a `.b2b` file or store leaf) as a
+    /// table of one column, `value`, one row per item: a ListArray's declared lists, the
+    /// text or bytes of a BatchArray a CTable column left (`ctable_varlen_scalar`), else
+    /// any msgpack value as JSON text.
+    ///
+    /// # Errors
+    /// A ListArray stored one chunk per row, item kinds with no mapping, BatchArray errors.
+    pub async fn open_batch_array(frame: Frame) -> Result<Table> {
+        let path = frame.display().to_string();
+        let layer = |name: &str| {
+            frame
+                .metalayer(name)
+                .and_then(|m| crate::msgpack::parse(&m.content).ok())
+                .map(|(v, _)| v.to_json())
+        };
+        let (kind, values) = if let Some(list) = layer("listarray") {
+            if let Some(b) = list
+                .get("backend")
+                .and_then(Json::as_str)
+                .filter(|&b| b != "batch")
+            {
+                return Err(Error::unsupported(
+                    &path,
+                    format!("a ListArray with backend {b:?} (only \"batch\" lists are read)"),
+                ));
+            }
+            let mut entry = list.clone();
+            let Some(fields) = entry.as_object_mut() else {
+                return Err(Error::corrupt(
+                    &path,
+                    "listarray metalayer",
+                    format!("not a map: {list}"),
+                ));
+            };
+            fields.insert("kind".into(), Json::from("list"));
+            (
+                "list",
+                ColumnValues::Items(ItemType::from_entry(&path, "the ListArray", &entry)?),
+            )
+        } else {
+            match layer("ctable_varlen_scalar")
+                .as_ref()
+                .and_then(|m| m.get("py_type"))
+                .and_then(Json::as_str)
+            {
+                Some("str") => ("vlstring", ColumnValues::Var(ItemKind::Text)),
+                Some("bytes") => ("vlbytes", ColumnValues::Var(ItemKind::Bytes)),
+                _ => ("object", ColumnValues::Items(ItemType::Json)),
+            }
+        };
+        let attrs = frame.attributes_json();
+        let items = BatchArray::open(frame).await?;
+        let rows = items.len();
+        let batch_rows = items.batch_len(0).unwrap_or(0);
+        let storage = match values {
+            ColumnValues::Var(kind) => ColumnStorage::Var { items, kind },
+            ColumnValues::Items(item) => ColumnStorage::Items { items, item },
+            _ => unreachable!("chosen above"),
+        };
+        let column = TableColumn {
+            name: "value".into(),
+            kind: kind.into(),
+            storage,
+            nulls: NullRule::None,
+            timezone: None,
+        };
+        Ok(Table {
+            kind: TableKind::BatchArray,
+            specs: vec![ColumnSpec::of_opened(&column, Json::Null)],
+            opened: vec![OnceLock::from(column)],
+            layout: RowLayout {
+                chunk_rows: batch_rows,
+                block_rows: batch_rows,
+            },
+            physical_rows: rows,
+            valid: None,
+            live_rows: rows,
+            live_chunks: Vec::new(),
+            attrs,
+            schema_json: Json::Null,
+            index_catalog: Json::Null,
+            value_epoch: None,
+            store: None,
+            display: path,
         })
     }
 

@@ -153,6 +153,8 @@ async fn mutated_containers_error_cleanly() {
         ("ctable/varlen.b2d", "_cols/cat.b2nd"),
         ("ctable/nested.b2d", "_cols/st.b2b"),
         ("ctable/nested.b2d", "_cols/o.b2b"),
+        ("b2b/lists.b2b", ""),
+        ("b2b/objects.b2b", ""),
         ("bcolz/carray-S3", "meta/sizes"),
         ("bcolz/carray-S3", "meta/storage"),
         ("bcolz/carray-S3", "data/__3.blp"),
