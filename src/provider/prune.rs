@@ -151,7 +151,9 @@ fn extrema(values: &ArrayRef) -> Option<(ScalarValue, ScalarValue)> {
             DataType::Boolean
                 | DataType::Utf8
                 | DataType::LargeUtf8
+                | DataType::Utf8View
                 | DataType::Binary
+                | DataType::BinaryView
                 | DataType::FixedSizeBinary(_)
         );
     if !orderable || values.null_count() == values.len() {
@@ -186,10 +188,12 @@ fn extrema(values: &ArrayRef) -> Option<(ScalarValue, ScalarValue)> {
     mx.update_batch(std::slice::from_ref(values)).ok()?;
     let (lo, hi) = (mn.evaluate().ok()?, mx.evaluate().ok()?);
     let too_long = |s: &ScalarValue| match s {
-        ScalarValue::Utf8(Some(v)) | ScalarValue::LargeUtf8(Some(v)) => v.len() > MAX_CACHED_BYTES,
-        ScalarValue::Binary(Some(v)) | ScalarValue::FixedSizeBinary(_, Some(v)) => {
-            v.len() > MAX_CACHED_BYTES
-        }
+        ScalarValue::Utf8(Some(v))
+        | ScalarValue::LargeUtf8(Some(v))
+        | ScalarValue::Utf8View(Some(v)) => v.len() > MAX_CACHED_BYTES,
+        ScalarValue::Binary(Some(v))
+        | ScalarValue::BinaryView(Some(v))
+        | ScalarValue::FixedSizeBinary(_, Some(v)) => v.len() > MAX_CACHED_BYTES,
         _ => false,
     };
     if lo.is_null() || hi.is_null() || too_long(&lo) || too_long(&hi) {

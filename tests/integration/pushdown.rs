@@ -242,6 +242,52 @@ async fn random_value_ranges_match_brute_force() {
         );
         assert_eq!(got, want, "events query {q}: {}", run("ev"));
     }
+    // BatchArray-backed columns (vlstring zones are views): the same answers pruned or not.
+    let vl = format!(
+        "{}/tests/fixtures/ctable/varlen.b2d",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    ctx.register_blosc2("vl", &vl, Blosc2Options::default())
+        .await
+        .unwrap();
+    ctx.register_blosc2(
+        "vl_plain",
+        &vl,
+        Blosc2Options::default()
+            .with_value_pruning(false)
+            .with_zone_maps(false),
+    )
+    .await
+    .unwrap();
+    for q in 0..30 {
+        let where_ = match rng.next(4) {
+            0 => format!(
+                "note {} '{}'",
+                ["<", ">", "<=", ">="][rng.next(4) as usize],
+                char::from_u32(32 + rng.next(0x3000) as u32)
+                    .unwrap_or('a')
+                    .to_string()
+                    .replace('\'', "''")
+            ),
+            1 => format!("note = '' AND i > {}", rng.next(3000)),
+            2 => format!(
+                "cat = '{}'",
+                ["north", "", "日本", "nowhere"][rng.next(4) as usize]
+            ),
+            _ => predicate(&mut rng, 3000, "i").0,
+        };
+        let run = |t: &str| format!("SELECT count(*), sum(i) FROM {t} WHERE {where_}");
+        let got = two_ints(&ctx.sql(&run("vl")).await.unwrap().collect().await.unwrap());
+        let want = two_ints(
+            &ctx.sql(&run("vl_plain"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap(),
+        );
+        assert_eq!(got, want, "varlen query {q}: {}", run("vl"));
+    }
     assert!(
         pruned_queries >= 20,
         "only {pruned_queries} of 90 array queries pruned anything"
