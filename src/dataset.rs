@@ -30,15 +30,13 @@ async fn store_root(loc: &Location) -> Result<StoreRoot> {
     }
 }
 
-/// The dataset of a store leaf or a file: an array, a BatchArray or ListArray as a
-/// one-column table; other generic containers are refused.
+/// The dataset of a store leaf or a file: an array, or a BatchArray, ListArray or
+/// ObjectArray as a one-column table; other generic containers are refused.
 async fn leaf_dataset(frame: Frame, opts: &OpenOptions) -> Result<Dataset> {
-    if frame.metalayer("batcharray").is_some() && frame.metalayer("vlarray").is_none() {
+    if frame.metalayer("batcharray").is_some() || frame.metalayer("vlarray").is_some() {
         return Ok(Dataset::Table(Table::open_batch_array(frame).await?));
     }
     for (meta, what) in [
-        ("listarray", "ListArray stored one chunk per row"),
-        ("vlarray", "ObjectArray"),
         ("b2o", "lazy expression"),
         ("LazyArray", "lazy expression"),
         ("proxy-source", "proxy"),

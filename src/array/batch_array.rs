@@ -2,7 +2,10 @@
 //! *batches* of variable-length items, each chunk a VL-block chunk whose blocks are
 //! msgpack arrays of consecutive items. Here: opening one (metalayer `batcharray`, batch
 //! lengths from the `_batch_array_metadata` vlmetalayer), and reading the string or
-//! bytes items of a row range into Arrow-style offsets and bytes.
+//! bytes items of a row range into Arrow-style offsets and bytes, or as msgpack values.
+//!
+//! ObjectArrays (metalayer `vlarray`: each chunk one msgpack item) are read the same way,
+//! as batches of one item.
 //!
 //! CTables store `vlstring` and `vlbytes` columns this way (`nil` for a null row), and the
 //! distinct values of a `dictionary` column.
@@ -75,6 +78,8 @@ impl VarValues {
 #[derive(Debug, Clone)]
 pub struct BatchArray {
     frame: Frame,
+    /// An ObjectArray: each chunk is one msgpack item, not arrays of them.
+    one_per_chunk: bool,
     /// First item of each batch, then the item count: `nchunks + 1` entries.
     starts: Vec<u64>,
 }
@@ -90,9 +95,11 @@ impl BatchArray {
     pub async fn open(frame: Frame) -> Result<BatchArray> {
         let path = frame.display().to_string();
         let bad = |what: String| Error::corrupt(&path, "BatchArray", what);
+        let one_per_chunk = frame.metalayer("batcharray").is_none();
         let layer = frame
             .metalayer("batcharray")
-            .ok_or_else(|| bad("no \"batcharray\" metalayer".into()))?;
+            .or_else(|| frame.metalayer("vlarray"))
+            .ok_or_else(|| bad("no \"batcharray\" or \"vlarray\" metalayer".into()))?;
         let (meta, _) = msgpack::parse(&layer.content)
             .map_err(|e| bad(format!("\"batcharray\" metalayer: {e}")))?;
         match meta.get("serializer").and_then(MsgValue::as_str) {
@@ -105,6 +112,7 @@ impl BatchArray {
             }
         }
         let lengths: Option<Vec<u64>> = match frame.vlmeta_value("_batch_array_metadata") {
+            _ if one_per_chunk => Some(vec![1; frame.nchunks() as usize]),
             Some(m) => {
                 let l = m
                     .get("batch_lengths")
@@ -130,6 +138,7 @@ impl BatchArray {
         };
         let mut arr = BatchArray {
             frame,
+            one_per_chunk,
             starts: Vec::new(),
         };
         let lengths = match lengths {
@@ -267,7 +276,12 @@ impl BatchArray {
             let bytes = self.frame.decode(b, raw)?;
             let (lo, hi) = (self.starts[b as usize], self.starts[b as usize + 1]);
             let want = rows.start.max(lo) - lo..rows.end.min(hi) - lo;
-            let n = scan_batch(&bytes, want, &mut on).map_err(|e| self.batch_error(b, e))?;
+            let n = if self.one_per_chunk {
+                scan_single(&bytes, want, &mut on)
+            } else {
+                scan_batch(&bytes, want, &mut on)
+            }
+            .map_err(|e| self.batch_error(b, e))?;
             if n != hi - lo {
                 return Err(self.batch_error(
                     b,
@@ -311,6 +325,26 @@ fn scan_batch<'a>(
         }
     }
     Ok(index)
+}
+
+/// The one msgpack item of an ObjectArray chunk, handed to `on` when `want` holds it.
+fn scan_single<'a>(
+    bytes: &'a [u8],
+    want: Range<u64>,
+    mut on: impl FnMut(u64, usize, Item<'a>) -> Result<()>,
+) -> Result<u64> {
+    let mut r = ItemReader { bytes, pos: 0 };
+    let item = r.item()?;
+    if r.pos != bytes.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{} bytes after its item",
+            bytes.len() - r.pos
+        )));
+    }
+    if want.contains(&0) {
+        on(0, 0, item)?;
+    }
+    Ok(1)
 }
 
 /// Appends a text or bytes item (or `nil`) of `kind` to `out`.

@@ -169,26 +169,11 @@ impl ColumnSpec {
             "utf8" => ColumnValues::Utf8,
             "vlstring" => ColumnValues::Var(ItemKind::Text),
             "vlbytes" => ColumnValues::Var(ItemKind::Bytes),
-            "list" | "object" | "struct" => {
-                if let Some(st) = entry
-                    .get("storage")
-                    .and_then(Json::as_str)
-                    .filter(|&st| st != "batch")
-                {
-                    return Err(Error::unsupported(
-                        path,
-                        format!(
-                            "list column {name:?} with storage {st:?} (one chunk per row; \
-                             only \"batch\" lists are read)"
-                        ),
-                    ));
-                }
-                ColumnValues::Items(ItemType::from_entry(
-                    path,
-                    &format!("column {name:?}"),
-                    entry,
-                )?)
-            }
+            "list" | "object" | "struct" => ColumnValues::Items(ItemType::from_entry(
+                path,
+                &format!("column {name:?}"),
+                entry,
+            )?),
             "dictionary" => {
                 check_dictionary_entry(path, &name, entry)?;
                 ColumnValues::Dictionary {

@@ -131,7 +131,7 @@ pub enum TableKind {
     Bcolz,
     /// python-blosc2 CTable (`.b2d` / `.b2z`).
     CTable,
-    /// A python-blosc2 BatchArray or ListArray (`.b2b`) as one column named `value`.
+    /// A python-blosc2 BatchArray, ListArray or ObjectArray as one column named `value`.
     BatchArray,
 }
 
@@ -290,13 +290,13 @@ impl Table {
         })
     }
 
-    /// A python-blosc2 BatchArray or ListArray frame (a `.b2b` file or store leaf) as a
-    /// table of one column, `value`, one row per item: a ListArray's declared lists, the
-    /// text or bytes of a BatchArray a CTable column left (`ctable_varlen_scalar`), else
-    /// any msgpack value as JSON text.
+    /// A python-blosc2 BatchArray, ListArray or ObjectArray frame (a `.b2b` / `.b2f` file
+    /// or store leaf) as a table of one column, `value`, one row per item: a ListArray's
+    /// declared lists, the text or bytes of a BatchArray a CTable column left
+    /// (`ctable_varlen_scalar`), else any msgpack value as JSON text.
     ///
     /// # Errors
-    /// A ListArray stored one chunk per row, item kinds with no mapping, BatchArray errors.
+    /// Item kinds with no mapping, BatchArray errors.
     pub async fn open_batch_array(frame: Frame) -> Result<Table> {
         let path = frame.display().to_string();
         let layer = |name: &str| {
@@ -306,16 +306,6 @@ impl Table {
                 .map(|(v, _)| v.to_json())
         };
         let (kind, values) = if let Some(list) = layer("listarray") {
-            if let Some(b) = list
-                .get("backend")
-                .and_then(Json::as_str)
-                .filter(|&b| b != "batch")
-            {
-                return Err(Error::unsupported(
-                    &path,
-                    format!("a ListArray with backend {b:?} (only \"batch\" lists are read)"),
-                ));
-            }
             let mut entry = list.clone();
             let Some(fields) = entry.as_object_mut() else {
                 return Err(Error::corrupt(
@@ -340,7 +330,11 @@ impl Table {
                 _ => ("object", ColumnValues::Items(ItemType::Json)),
             }
         };
-        let attrs = frame.attributes_json();
+        let mut attrs = frame.attributes_json();
+        // The batch lengths are the container's bookkeeping, not user attributes.
+        if let Some(o) = attrs.as_object_mut() {
+            o.remove("_batch_array_metadata");
+        }
         let items = BatchArray::open(frame).await?;
         let rows = items.len();
         let batch_rows = items.batch_len(0).unwrap_or(0);

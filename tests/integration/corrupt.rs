@@ -155,6 +155,7 @@ async fn mutated_containers_error_cleanly() {
         ("ctable/nested.b2d", "_cols/o.b2b"),
         ("b2b/lists.b2b", ""),
         ("b2b/objects.b2b", ""),
+        ("b2b/objects-vl.b2f", ""),
         ("bcolz/carray-S3", "meta/sizes"),
         ("bcolz/carray-S3", "meta/storage"),
         ("bcolz/carray-S3", "data/__3.blp"),
