@@ -257,37 +257,54 @@ impl Table {
             Err(Error::NotFound { .. }) => Json::Object(Default::default()),
             Err(e) => return Err(e),
         };
-        let n = nrows.unwrap_or(0);
         // bcolz has no table schema: each column's `meta/` is its declaration, so the
         // columns are opened (metadata only, no chunk files) with the table.
-        let specs = columns
-            .iter()
-            .map(|c| ColumnSpec::of_opened(c, Json::Null))
-            .collect();
         let chunk_rows = columns
             .first()
             .and_then(TableColumn::rows_array)
             .map_or(0, |a| a.geometry.chunkshape[0]);
-        let opened = columns.into_iter().map(OnceLock::from).collect();
-        Ok(Table {
-            kind: TableKind::Bcolz,
-            specs,
-            opened,
+        Ok(Table::of_opened_columns(
+            TableKind::Bcolz,
+            columns,
+            chunk_rows,
+            nrows.unwrap_or(0),
+            attrs,
+            dir.display().to_string(),
+        ))
+    }
+
+    /// A table of columns opened with it, every row live, no schema of its own (each
+    /// column's declaration is what it stores), scanned `chunk_rows` at a time.
+    fn of_opened_columns(
+        kind: TableKind,
+        columns: Vec<TableColumn>,
+        chunk_rows: u64,
+        rows: u64,
+        attrs: Json,
+        display: String,
+    ) -> Table {
+        Table {
+            kind,
+            specs: columns
+                .iter()
+                .map(|c| ColumnSpec::of_opened(c, Json::Null))
+                .collect(),
+            opened: columns.into_iter().map(OnceLock::from).collect(),
             layout: RowLayout {
                 chunk_rows,
                 block_rows: chunk_rows,
             },
-            physical_rows: n,
+            physical_rows: rows,
             valid: None,
-            live_rows: n,
+            live_rows: rows,
             live_chunks: Vec::new(),
             attrs,
             schema_json: Json::Null,
             index_catalog: Json::Null,
             value_epoch: None,
             store: None,
-            display: dir.display().to_string(),
-        })
+            display,
+        }
     }
 
     /// A python-blosc2 BatchArray, ListArray or ObjectArray frame (a `.b2b` / `.b2f` file
@@ -350,25 +367,14 @@ impl Table {
             nulls: NullRule::None,
             timezone: None,
         };
-        Ok(Table {
-            kind: TableKind::BatchArray,
-            specs: vec![ColumnSpec::of_opened(&column, Json::Null)],
-            opened: vec![OnceLock::from(column)],
-            layout: RowLayout {
-                chunk_rows: batch_rows,
-                block_rows: batch_rows,
-            },
-            physical_rows: rows,
-            valid: None,
-            live_rows: rows,
-            live_chunks: Vec::new(),
+        Ok(Table::of_opened_columns(
+            TableKind::BatchArray,
+            vec![column],
+            batch_rows,
+            rows,
             attrs,
-            schema_json: Json::Null,
-            index_catalog: Json::Null,
-            value_epoch: None,
-            store: None,
-            display: path,
-        })
+            path,
+        ))
     }
 
     /// Opens a CTable whose root is `store` (a `.b2d` directory or `.b2z` zip).

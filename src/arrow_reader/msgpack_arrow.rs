@@ -73,25 +73,44 @@ fn present<'a>(values: &[Option<&'a MsgValue>]) -> impl Iterator<Item = Option<&
         .map(|v| v.filter(|v| !matches!(v, MsgValue::Nil)))
 }
 
+/// Each value through `f` (`None` for a value that is not of `t`, an error then).
+fn scalars<'v, T>(
+    t: &ItemType,
+    values: &[Option<&'v MsgValue>],
+    path: &str,
+    f: impl Fn(&'v MsgValue) -> Option<T>,
+) -> Result<Vec<Option<T>>> {
+    present(values)
+        .enumerate()
+        .map(|(row, v)| match v {
+            None => Ok(None),
+            Some(m) => f(m).map(Some).ok_or_else(|| mismatch(t, m, row, path)),
+        })
+        .collect()
+}
+
+fn int<N: TryFrom<i64> + TryFrom<u64>>(m: &MsgValue) -> Option<N> {
+    match m {
+        MsgValue::Int(i) => N::try_from(*i).ok(),
+        MsgValue::UInt(u) => N::try_from(*u).ok(),
+        _ => None,
+    }
+}
+
+fn float(m: &MsgValue) -> Option<f64> {
+    match m {
+        MsgValue::Float(f) => Some(*f),
+        MsgValue::Int(i) => Some(*i as f64),
+        MsgValue::UInt(u) => Some(*u as f64),
+        _ => None,
+    }
+}
+
 fn build(t: &ItemType, values: &[Option<&MsgValue>], path: &str) -> Result<ArrayRef> {
     macro_rules! ints {
-        ($arr:ty, $native:ty) => {{
-            let mut out = Vec::with_capacity(values.len());
-            for (row, v) in present(values).enumerate() {
-                out.push(match v {
-                    None => None,
-                    Some(m) => {
-                        let n = match m {
-                            MsgValue::Int(i) => <$native>::try_from(*i).ok(),
-                            MsgValue::UInt(u) => <$native>::try_from(*u).ok(),
-                            _ => None,
-                        };
-                        Some(n.ok_or_else(|| mismatch(t, m, row, path))?)
-                    }
-                });
-            }
-            Arc::new(<$arr>::from(out)) as ArrayRef
-        }};
+        ($arr:ty, $native:ty) => {
+            Arc::new(<$arr>::from(scalars(t, values, path, int::<$native>)?)) as ArrayRef
+        };
     }
     Ok(match t {
         ItemType::Int { bits, signed } => match (bits, signed) {
@@ -104,58 +123,24 @@ fn build(t: &ItemType, values: &[Option<&MsgValue>], path: &str) -> Result<Array
             (_, true) => ints!(Int64Array, i64),
             (_, false) => ints!(UInt64Array, u64),
         },
-        ItemType::Float { bits } => {
-            let mut out = Vec::with_capacity(values.len());
-            for (row, v) in present(values).enumerate() {
-                out.push(match v {
-                    None => None,
-                    Some(MsgValue::Float(f)) => Some(*f),
-                    Some(MsgValue::Int(i)) => Some(*i as f64),
-                    Some(MsgValue::UInt(u)) => Some(*u as f64),
-                    Some(m) => return Err(mismatch(t, m, row, path)),
-                });
-            }
-            if *bits == 32 {
-                Arc::new(Float32Array::from_iter(
-                    out.into_iter().map(|v| v.map(|f| f as f32)),
-                ))
-            } else {
-                Arc::new(Float64Array::from(out))
-            }
+        ItemType::Float { bits: 32 } => {
+            Arc::new(Float32Array::from(scalars(t, values, path, |m| {
+                float(m).map(|f| f as f32)
+            })?))
         }
-        ItemType::Bool => {
-            let mut out = Vec::with_capacity(values.len());
-            for (row, v) in present(values).enumerate() {
-                out.push(match v {
-                    None => None,
-                    Some(MsgValue::Bool(b)) => Some(*b),
-                    Some(m) => return Err(mismatch(t, m, row, path)),
-                });
-            }
-            Arc::new(BooleanArray::from(out))
-        }
-        ItemType::Text => {
-            let mut out = Vec::with_capacity(values.len());
-            for (row, v) in present(values).enumerate() {
-                out.push(match v {
-                    None => None,
-                    Some(MsgValue::Str(s)) => Some(s.as_str()),
-                    Some(m) => return Err(mismatch(t, m, row, path)),
-                });
-            }
-            Arc::new(StringArray::from(out))
-        }
-        ItemType::Bytes => {
-            let mut out = Vec::with_capacity(values.len());
-            for (row, v) in present(values).enumerate() {
-                out.push(match v {
-                    None => None,
-                    Some(MsgValue::Bin(b)) => Some(b.as_slice()),
-                    Some(m) => return Err(mismatch(t, m, row, path)),
-                });
-            }
-            Arc::new(BinaryArray::from(out))
-        }
+        ItemType::Float { .. } => Arc::new(Float64Array::from(scalars(t, values, path, float)?)),
+        ItemType::Bool => Arc::new(BooleanArray::from(scalars(t, values, path, |m| match m {
+            MsgValue::Bool(b) => Some(*b),
+            _ => None,
+        })?)),
+        ItemType::Text => Arc::new(StringArray::from(scalars(t, values, path, |m| match m {
+            MsgValue::Str(s) => Some(s.as_str()),
+            _ => None,
+        })?)),
+        ItemType::Bytes => Arc::new(BinaryArray::from(scalars(t, values, path, |m| match m {
+            MsgValue::Bin(b) => Some(b.as_slice()),
+            _ => None,
+        })?)),
         ItemType::Json => Arc::new(StringArray::from_iter(
             present(values).map(|v| v.map(|m| m.to_json().to_string())),
         )),

@@ -62,6 +62,23 @@ fn two_ints(batches: &[RecordBatch]) -> (i64, i64) {
     (count, sum)
 }
 
+/// `count(*)` and `sum(col)` under `where_` are the same over tables `pruned` and `plain`.
+async fn same_count_and_sum(
+    ctx: &SessionContext,
+    col: &str,
+    (pruned, plain): (&str, &str),
+    where_: &str,
+) {
+    let run = |t: &str| format!("SELECT count(*), sum({col}) FROM {t} WHERE {where_}");
+    let mut answers = Vec::new();
+    for t in [pruned, plain] {
+        answers.push(two_ints(
+            &ctx.sql(&run(t)).await.unwrap().collect().await.unwrap(),
+        ));
+    }
+    assert_eq!(answers[0], answers[1], "{}", run(pruned));
+}
+
 /// The multi-chunk `geom-*` arrays (value = 2 * flat index + 1) and their shapes,
 /// registered as `geom_3d`, `geom_2d`, `geom_1d_big`, `geom_2d_rows`, `geom_3d_rows`,
 /// `geom_2d_tiles`, `geom_3d_tiles` in a session of 3 partitions and 100-row batches (so
@@ -215,7 +232,7 @@ async fn random_value_ranges_match_brute_force() {
         }
     }
     // The CTable: SUMMARY sidecars (t, v, k) and zone maps (tag).
-    for q in 0..60 {
+    for _ in 0..60 {
         let mut parts = Vec::new();
         for _ in 0..1 + rng.next(2) {
             parts.push(match rng.next(4) {
@@ -230,17 +247,7 @@ async fn random_value_ranges_match_brute_force() {
             });
         }
         let where_ = parts.join(if rng.next(4) == 0 { " OR " } else { " AND " });
-        let run = |t: &str| format!("SELECT count(*), sum(t) FROM {t} WHERE {where_}");
-        let got = two_ints(&ctx.sql(&run("ev")).await.unwrap().collect().await.unwrap());
-        let want = two_ints(
-            &ctx.sql(&run("ev_plain"))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap(),
-        );
-        assert_eq!(got, want, "events query {q}: {}", run("ev"));
+        same_count_and_sum(&ctx, "t", ("ev", "ev_plain"), &where_).await;
     }
     // BatchArray-backed columns (vlstring zones are views): the same answers pruned or not.
     let vl = format!(
@@ -259,7 +266,7 @@ async fn random_value_ranges_match_brute_force() {
     )
     .await
     .unwrap();
-    for q in 0..30 {
+    for _ in 0..30 {
         let where_ = match rng.next(4) {
             0 => format!(
                 "note {} '{}'",
@@ -276,17 +283,7 @@ async fn random_value_ranges_match_brute_force() {
             ),
             _ => predicate(&mut rng, 3000, "i").0,
         };
-        let run = |t: &str| format!("SELECT count(*), sum(i) FROM {t} WHERE {where_}");
-        let got = two_ints(&ctx.sql(&run("vl")).await.unwrap().collect().await.unwrap());
-        let want = two_ints(
-            &ctx.sql(&run("vl_plain"))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap(),
-        );
-        assert_eq!(got, want, "varlen query {q}: {}", run("vl"));
+        same_count_and_sum(&ctx, "i", ("vl", "vl_plain"), &where_).await;
     }
     assert!(
         pruned_queries >= 20,
