@@ -62,6 +62,21 @@ fn two_ints(batches: &[RecordBatch]) -> (i64, i64) {
     (count, sum)
 }
 
+/// Registers fixture `rel` twice: as `name`, and as `{name}_plain` with value pruning and
+/// zone maps off.
+async fn register_pruned_and_plain(ctx: &SessionContext, name: &str, rel: &str) {
+    let path = format!("{}/tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"));
+    ctx.register_blosc2(name, &path, Blosc2Options::default())
+        .await
+        .unwrap();
+    let plain = Blosc2Options::default()
+        .with_value_pruning(false)
+        .with_zone_maps(false);
+    ctx.register_blosc2(&format!("{name}_plain"), &path, plain)
+        .await
+        .unwrap();
+}
+
 /// `count(*)` and `sum(col)` under `where_` are the same over tables `pruned` and `plain`.
 async fn same_count_and_sum(
     ctx: &SessionContext,
@@ -175,22 +190,7 @@ async fn random_dim_ranges_match_brute_force() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_value_ranges_match_brute_force() {
     let (ctx, fixtures) = geom_session().await;
-    let ev = format!(
-        "{}/tests/fixtures/ctable/events.b2d",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    ctx.register_blosc2("ev", &ev, Blosc2Options::default())
-        .await
-        .unwrap();
-    ctx.register_blosc2(
-        "ev_plain",
-        &ev,
-        Blosc2Options::default()
-            .with_value_pruning(false)
-            .with_zone_maps(false),
-    )
-    .await
-    .unwrap();
+    register_pruned_and_plain(&ctx, "ev", "ctable/events.b2d").await;
     let mut rng = Rng(0x5EED_7777_0000_0042);
     let mut pruned_queries = 0;
     for q in 0..100 {
@@ -250,22 +250,7 @@ async fn random_value_ranges_match_brute_force() {
         same_count_and_sum(&ctx, "t", ("ev", "ev_plain"), &where_).await;
     }
     // BatchArray-backed columns (vlstring zones are views): the same answers pruned or not.
-    let vl = format!(
-        "{}/tests/fixtures/ctable/varlen.b2d",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    ctx.register_blosc2("vl", &vl, Blosc2Options::default())
-        .await
-        .unwrap();
-    ctx.register_blosc2(
-        "vl_plain",
-        &vl,
-        Blosc2Options::default()
-            .with_value_pruning(false)
-            .with_zone_maps(false),
-    )
-    .await
-    .unwrap();
+    register_pruned_and_plain(&ctx, "vl", "ctable/varlen.b2d").await;
     for _ in 0..30 {
         let where_ = match rng.next(4) {
             0 => format!(
