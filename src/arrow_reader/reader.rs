@@ -439,6 +439,7 @@ impl BatchReader {
     ) -> Result<ArrayRef> {
         let c = t.open_column(p).await?;
         let n = (rows.end - rows.start) as usize;
+        let first_row = rows.start;
         let data = t.read_column(p, rows, stats).await?;
         let what = || format!("{}: column {:?}", t.display(), c.name);
         Ok(match data {
@@ -469,7 +470,7 @@ impl BatchReader {
                     unreachable!("codes come from dictionary columns")
                 };
                 let dict = self.dictionary(p, &values, &what)?;
-                dictionary_array(&codes, dict, *null_code, &what)?
+                dictionary_array(&codes, dict, *null_code, first_row, &what)?
             }
             ColumnData::Fixed(bytes) => {
                 let shape = c.item_shape();

@@ -95,7 +95,7 @@ pub fn dictionary_values(v: &VarValues, what: &dyn Fn() -> String) -> Result<Arr
 }
 
 /// A dictionary array over `values` from little-endian `int32` codes, `null_code`
-/// meaning null.
+/// meaning null; the codes are those of rows `first_row..`.
 ///
 /// # Errors
 /// A code outside the dictionary (named with its row).
@@ -103,6 +103,7 @@ pub fn dictionary_array(
     codes: &[u8],
     values: ArrayRef,
     null_code: i64,
+    first_row: u64,
     what: &dyn Fn() -> String,
 ) -> Result<ArrayRef> {
     let keys: Vec<i32> = codes
@@ -116,8 +117,9 @@ pub fn dictionary_array(
         .find(|&(_, &k)| k as i64 != null_code && !(0..n).contains(&(k as i64)))
     {
         return Err(Error::InvalidArgument(format!(
-            "{}: row {row} has code {k}, outside the {n} values of its dictionary",
-            what()
+            "{}: row {} has code {k}, outside the {n} values of its dictionary",
+            what(),
+            first_row + row as u64
         )));
     }
     let nulls = keys
