@@ -2,6 +2,7 @@
 //! (`spec/stores.md` §5.3): `list` columns (a list of an item spec per row), `struct`
 //! columns stored as msgpack maps, and `object` columns (any msgpack value).
 
+use super::dtype::TimeUnit;
 use crate::error::{Error, Result};
 use serde_json::Value as Json;
 
@@ -22,6 +23,13 @@ pub enum ItemType {
     },
     /// true / false.
     Bool,
+    /// Integer counts of `unit` since 1970 (a CTable `timestamp` item).
+    Timestamp {
+        /// Second, Milli, Micro or Nano.
+        unit: TimeUnit,
+        /// The declared time zone, if any.
+        timezone: Option<String>,
+    },
     /// A msgpack str.
     Text,
     /// A msgpack bin.
@@ -54,6 +62,18 @@ impl ItemType {
             "float32" => Ok(ItemType::Float { bits: 32 }),
             "float64" => Ok(ItemType::Float { bits: 64 }),
             "bool" => Ok(ItemType::Bool),
+            "timestamp" => Ok(ItemType::Timestamp {
+                unit: match entry.get("unit").and_then(Json::as_str).unwrap_or("us") {
+                    "s" => TimeUnit::Second,
+                    "ms" => TimeUnit::Milli,
+                    "ns" => TimeUnit::Nano,
+                    _ => TimeUnit::Micro,
+                },
+                timezone: entry
+                    .get("timezone")
+                    .and_then(Json::as_str)
+                    .map(str::to_string),
+            }),
             "string" | "vlstring" | "utf8" => Ok(ItemType::Text),
             "bytes" | "vlbytes" => Ok(ItemType::Bytes),
             "object" => Ok(ItemType::Json),
@@ -133,13 +153,21 @@ mod tests {
                 ),
             ])))
         );
-        let e = json!({"kind": "list", "item": {"kind": "timestamp"}});
+        let e = json!({"kind": "list", "item": {"kind": "ndarray"}});
         let err = ItemType::from_entry("p", "column \"x\"", &e)
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("column \"x\" item") && err.contains("\"timestamp\""),
+            err.contains("column \"x\" item") && err.contains("\"ndarray\""),
             "{err}"
+        );
+        let e = json!({"kind": "timestamp", "unit": "ms", "timezone": "UTC"});
+        assert_eq!(
+            ItemType::from_entry("p", "x", &e).unwrap(),
+            ItemType::Timestamp {
+                unit: TimeUnit::Milli,
+                timezone: Some("UTC".into())
+            }
         );
     }
 }

@@ -2,6 +2,7 @@
 //! `List`, msgpack `struct` columns → `Struct`, `object` columns → JSON text. `nil` is
 //! null at every level; a struct key that is missing is a null field.
 
+use super::schema::time_mapping;
 use crate::array::item_type::ItemType;
 use crate::error::{Error, Result};
 use crate::msgpack::MsgValue;
@@ -30,6 +31,10 @@ pub fn arrow_type(t: &ItemType) -> DataType {
         ItemType::Float { bits: 32 } => DataType::Float32,
         ItemType::Float { .. } => DataType::Float64,
         ItemType::Bool => DataType::Boolean,
+        ItemType::Timestamp { unit, timezone } => DataType::Timestamp(
+            time_mapping(*unit, 1).0,
+            timezone.as_deref().map(Into::into),
+        ),
         ItemType::Text | ItemType::Json => DataType::Utf8,
         ItemType::Bytes => DataType::Binary,
         ItemType::List(item) => {
@@ -129,6 +134,11 @@ fn build(t: &ItemType, values: &[Option<&MsgValue>], path: &str) -> Result<Array
             })?))
         }
         ItemType::Float { .. } => Arc::new(Float64Array::from(scalars(t, values, path, float)?)),
+        ItemType::Timestamp { .. } => {
+            let counts = Int64Array::from(scalars(t, values, path, int::<i64>)?);
+            arrow::compute::cast(&counts, &arrow_type(t))
+                .map_err(|e| Error::InvalidArgument(format!("{e}{path}")))?
+        }
         ItemType::Bool => Arc::new(BooleanArray::from(scalars(t, values, path, |m| match m {
             MsgValue::Bool(b) => Some(*b),
             _ => None,
