@@ -156,6 +156,7 @@ async fn mutated_containers_error_cleanly() {
         ("b2b/lists.b2b", ""),
         ("b2b/objects.b2b", ""),
         ("b2b/objects-vl.b2f", ""),
+        ("b2b/objects-nolengths.b2b", ""),
         ("bcolz/carray-S3", "meta/sizes"),
         ("bcolz/carray-S3", "meta/storage"),
         ("bcolz/carray-S3", "data/__3.blp"),
