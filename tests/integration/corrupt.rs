@@ -239,33 +239,40 @@ async fn missing_pieces_are_named() {
     assert!(e.contains("junk.b2nd") && e.contains("frame header"), "{e}");
 }
 
+/// A session with the table at `dir` registered as `name`.
+async fn session_over(name: &str, dir: &std::path::Path) -> datafusion::prelude::SessionContext {
+    use datafusion_blosc2::provider::Blosc2SessionExt;
+    let ctx = datafusion::prelude::SessionContext::new();
+    ctx.register_blosc2(name, dir.to_str().unwrap(), Default::default())
+        .await
+        .unwrap();
+    ctx
+}
+
+/// The batches of `q`, or its planning or execution error as text.
+async fn collect(
+    ctx: datafusion::prelude::SessionContext,
+    q: &str,
+) -> Result<Vec<datafusion::arrow::record_batch::RecordBatch>, String> {
+    match ctx.sql(q).await {
+        Ok(df) => df.collect().await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// CTable columns are opened when a query reads them, and checked then against the schema:
 /// a column file holding another type, or missing, is an error naming the column, while
 /// queries over the other columns still work.
 #[tokio::test]
 async fn ctable_columns_are_checked_when_read() {
-    use datafusion::prelude::SessionContext;
-    use datafusion_blosc2::provider::Blosc2SessionExt;
-
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("events.b2d");
     copy_tree(&fixture("ctable/events.b2d"), &d);
     // `t` is declared int64; give it `v`'s float64 frame. `tag` loses its text bytes.
     std::fs::copy(d.join("_cols/v.b2nd"), d.join("_cols/t.b2nd")).unwrap();
     std::fs::remove_file(d.join("_cols/tag.utf8.b2nd")).unwrap();
-    let ctx = SessionContext::new();
-    ctx.register_blosc2("e", d.to_str().unwrap(), Default::default())
-        .await
-        .unwrap();
-    let run = |q: &'static str| {
-        let ctx = ctx.clone();
-        async move {
-            match ctx.sql(q).await {
-                Ok(df) => df.collect().await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    };
+    let ctx = session_over("e", &d).await;
+    let run = |q: &'static str| collect(ctx.clone(), q);
     let e = run("SELECT t FROM e").await.unwrap_err();
     assert!(
         e.contains("events.b2d")
@@ -290,28 +297,14 @@ async fn ctable_columns_are_checked_when_read() {
 /// the row or batch; the other columns still read.
 #[tokio::test]
 async fn batch_columns_are_checked_when_read() {
-    use datafusion::prelude::SessionContext;
-    use datafusion_blosc2::provider::Blosc2SessionExt;
-
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("varlen.b2d");
     copy_tree(&fixture("ctable/varlen.b2d"), &d);
     // `word` has 2,600 distinct values; give it `cat`'s 7. `note` (text) gets `blob`'s bins.
     std::fs::copy(d.join("_cols/cat_dict.b2b"), d.join("_cols/word_dict.b2b")).unwrap();
     std::fs::copy(d.join("_cols/blob.b2b"), d.join("_cols/note.b2b")).unwrap();
-    let ctx = SessionContext::new();
-    ctx.register_blosc2("v", d.to_str().unwrap(), Default::default())
-        .await
-        .unwrap();
-    let run = |q: &'static str| {
-        let ctx = ctx.clone();
-        async move {
-            match ctx.sql(q).await {
-                Ok(df) => df.collect().await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    };
+    let ctx = session_over("v", &d).await;
+    let run = |q: &'static str| collect(ctx.clone(), q);
     let e = run("SELECT count(word) FROM v").await.unwrap_err();
     // Codes are given in first-seen order and every row brings a new word: row 7 (deleted,
     // but stored) is the first whose code is past the 7 values.
