@@ -101,7 +101,7 @@ impl BatchArray {
             .or_else(|| frame.metalayer("vlarray"))
             .ok_or_else(|| bad("no \"batcharray\" or \"vlarray\" metalayer".into()))?;
         let (meta, _) = msgpack::parse(&layer.content)
-            .map_err(|e| bad(format!("\"batcharray\" metalayer: {e}")))?;
+            .map_err(|e| bad(format!("{:?} metalayer: {e}", layer.name)))?;
         match meta.get("serializer").and_then(MsgValue::as_str) {
             Some("msgpack") | None => {}
             Some(other) => {

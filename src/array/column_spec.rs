@@ -339,8 +339,9 @@ fn same_logical(declared: &DType, stored: &DType) -> bool {
     }
 }
 
-/// Opens the files of CTable column `spec` under `store` and checks them against the
-/// declaration and the table's `physical_rows`.
+/// Opens the files of the CTable column of schema entry `entry` under `store`, as its
+/// declaration `declared` says they are laid out (`None`: a kind the schema does not
+/// type, opened as one array), and checks them against the table's `physical_rows`.
 ///
 /// # Errors
 /// Missing files (named), frames that are not what the schema declares, columns shorter
@@ -349,6 +350,7 @@ pub async fn open_ctable_column(
     store: &StoreRoot,
     path: &str,
     entry: &Json,
+    declared: Option<&ColumnValues>,
     physical_rows: u64,
 ) -> Result<TableColumn> {
     let EntryHead {
@@ -368,37 +370,38 @@ pub async fn open_ctable_column(
             what: format!("column {name:?}"),
         })
     };
-    let storage = if kind == "utf8" {
-        let (offsets, data) = futures::try_join!(open(".b2nd"), open(".utf8.b2nd"))?;
-        ColumnStorage::Utf8 {
-            offsets: NdArray::from_frame(need(offsets, ".b2nd")?, None)?,
-            data: NdArray::from_frame(need(data, ".utf8.b2nd")?, None)?,
+    let items = || async { BatchArray::open(need(open(".b2b").await?, ".b2b")?).await };
+    let storage = match declared {
+        Some(ColumnValues::Utf8) => {
+            let (offsets, data) = futures::try_join!(open(".b2nd"), open(".utf8.b2nd"))?;
+            ColumnStorage::Utf8 {
+                offsets: NdArray::from_frame(need(offsets, ".b2nd")?, None)?,
+                data: NdArray::from_frame(need(data, ".utf8.b2nd")?, None)?,
+            }
         }
-    } else if kind == "vlstring" || kind == "vlbytes" {
-        let items = BatchArray::open(need(open(".b2b").await?, ".b2b")?).await?;
-        let kind = if kind == "vlstring" {
-            ItemKind::Text
-        } else {
-            ItemKind::Bytes
-        };
-        ColumnStorage::Var { items, kind }
-    } else if matches!(kind.as_str(), "list" | "object" | "struct") {
-        let items = BatchArray::open(need(open(".b2b").await?, ".b2b")?).await?;
-        let item = ItemType::from_entry(path, &format!("column {name:?}"), entry)?;
-        ColumnStorage::Items { items, item }
-    } else if kind == "dictionary" {
-        let (codes, values) = futures::try_join!(open(".b2nd"), open("_dict.b2b"))?;
-        let codes = NdArray::from_frame(need(codes, ".b2nd")?, None)?;
-        let values = dictionary_values(need(values, "_dict.b2b")?, &name).await?;
-        ColumnStorage::Dictionary {
-            codes,
-            values: std::sync::Arc::new(values),
-            null_code: entry.get("null_code").and_then(Json::as_i64).unwrap_or(-1),
+        Some(ColumnValues::Var(kind)) => ColumnStorage::Var {
+            items: items().await?,
+            kind: *kind,
+        },
+        Some(ColumnValues::Items(item)) => ColumnStorage::Items {
+            items: items().await?,
+            item: item.clone(),
+        },
+        Some(ColumnValues::Dictionary { null_code }) => {
+            let (codes, values) = futures::try_join!(open(".b2nd"), open("_dict.b2b"))?;
+            let codes = NdArray::from_frame(need(codes, ".b2nd")?, None)?;
+            let values = dictionary_values(need(values, "_dict.b2b")?, &name).await?;
+            ColumnStorage::Dictionary {
+                codes,
+                values: std::sync::Arc::new(values),
+                null_code: *null_code,
+            }
         }
-    } else {
-        let f = need(open(".b2nd").await?, ".b2nd")?;
-        let override_dtype = (kind == "timestamp").then(|| timestamp_dtype(entry));
-        ColumnStorage::Fixed(NdArray::from_frame(f, override_dtype)?)
+        Some(ColumnValues::Fixed { .. }) | None => {
+            let f = need(open(".b2nd").await?, ".b2nd")?;
+            let override_dtype = (kind == "timestamp").then(|| timestamp_dtype(entry));
+            ColumnStorage::Fixed(NdArray::from_frame(f, override_dtype)?)
+        }
     };
     let rows_ok = match &storage {
         ColumnStorage::Fixed(a) => a.geometry.ndim() >= 1 && a.geometry.shape[0] >= physical_rows,
@@ -415,14 +418,12 @@ pub async fn open_ctable_column(
         ColumnStorage::Dictionary { codes, .. } => {
             codes.geometry.ndim() == 1
                 && codes.geometry.shape[0] >= physical_rows
-                && matches!(
-                    codes.dtype,
-                    DType::Int {
+                && codes.dtype
+                    == DType::Int {
                         bytes: 4,
                         signed: true,
-                        ..
+                        endian: Endian::Little,
                     }
-                )
         }
     };
     if !rows_ok {
@@ -432,7 +433,7 @@ pub async fn open_ctable_column(
             format!(
                 "column {name:?} holds fewer rows than _valid_rows ({physical_rows}), \
                  or its utf8 offsets/data are not int64/uint8 vectors, or its dictionary \
-                 codes are not an int32 vector"
+                 codes are not a little-endian int32 vector"
             ),
         ));
     }

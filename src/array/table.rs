@@ -5,7 +5,7 @@
 //! count, and a CTable row is live iff `_valid_rows[row]`.
 
 use super::batch_array::{BatchArray, ItemKind, VarValues};
-use super::column_spec::{ColumnSpec, ColumnValues, open_ctable_column};
+use super::column_spec::{ColumnSpec, open_ctable_column};
 use super::dtype::DType;
 use super::item_type::ItemType;
 use super::ndarray::{NdArray, ReadStats};
@@ -138,7 +138,7 @@ pub enum TableKind {
 /// Values of one column for a row range.
 #[derive(Debug, Clone)]
 pub enum ColumnData {
-    /// C-ordered element bytes, `rows × item_size`.
+    /// C-ordered element bytes, `rows × item_size` (a dictionary column's int32 codes).
     Fixed(Vec<u8>),
     /// Offsets relative to `data` (rows + 1 entries) and the text bytes.
     Utf8 {
@@ -151,13 +151,6 @@ pub enum ColumnData {
     Var(VarValues),
     /// BatchArray items as msgpack values.
     Values(Vec<MsgValue>),
-    /// Dictionary codes (int32 little-endian bytes) and the column's distinct values.
-    Dictionary {
-        /// `rows × 4` bytes.
-        codes: Vec<u8>,
-        /// The distinct values, in code order.
-        values: Arc<VarValues>,
-    },
 }
 
 /// A table over column arrays.
@@ -322,31 +315,22 @@ impl Table {
                 .and_then(|m| crate::msgpack::parse(&m.content).ok())
                 .map(|(v, _)| v.to_json())
         };
-        let (kind, values) = if let Some(list) = layer("listarray") {
-            let mut entry = list.clone();
-            let Some(fields) = entry.as_object_mut() else {
-                return Err(Error::corrupt(
-                    &path,
-                    "listarray metalayer",
-                    format!("not a map: {list}"),
-                ));
-            };
-            fields.insert("kind".into(), Json::from("list"));
-            (
-                "list",
-                ColumnValues::Items(ItemType::from_entry(&path, "the ListArray", &entry)?),
-            )
-        } else {
-            match layer("ctable_varlen_scalar")
-                .as_ref()
-                .and_then(|m| m.get("py_type"))
-                .and_then(Json::as_str)
-            {
-                Some("str") => ("vlstring", ColumnValues::Var(ItemKind::Text)),
-                Some("bytes") => ("vlbytes", ColumnValues::Var(ItemKind::Bytes)),
-                _ => ("object", ColumnValues::Items(ItemType::Json)),
+        let list_item = match layer("listarray") {
+            Some(mut entry) => {
+                let Some(fields) = entry.as_object_mut() else {
+                    return Err(Error::corrupt(
+                        &path,
+                        "listarray metalayer",
+                        format!("not a map: {entry}"),
+                    ));
+                };
+                fields.insert("kind".into(), Json::from("list"));
+                Some(ItemType::from_entry(&path, "the ListArray", &entry)?)
             }
+            None => None,
         };
+        let py_type = layer("ctable_varlen_scalar")
+            .and_then(|m| m.get("py_type").and_then(Json::as_str).map(str::to_string));
         let mut attrs = frame.attributes_json();
         // The batch lengths are the container's bookkeeping, not user attributes.
         if let Some(o) = attrs.as_object_mut() {
@@ -355,10 +339,29 @@ impl Table {
         let items = BatchArray::open(frame).await?;
         let rows = items.len();
         let batch_rows = items.batch_len(0).unwrap_or(0);
-        let storage = match values {
-            ColumnValues::Var(kind) => ColumnStorage::Var { items, kind },
-            ColumnValues::Items(item) => ColumnStorage::Items { items, item },
-            _ => unreachable!("chosen above"),
+        let (kind, storage) = match (list_item, py_type.as_deref()) {
+            (Some(item), _) => ("list", ColumnStorage::Items { items, item }),
+            (None, Some("str")) => (
+                "vlstring",
+                ColumnStorage::Var {
+                    items,
+                    kind: ItemKind::Text,
+                },
+            ),
+            (None, Some("bytes")) => (
+                "vlbytes",
+                ColumnStorage::Var {
+                    items,
+                    kind: ItemKind::Bytes,
+                },
+            ),
+            _ => (
+                "object",
+                ColumnStorage::Items {
+                    items,
+                    item: ItemType::Json,
+                },
+            ),
         };
         let column = TableColumn {
             name: "value".into(),
@@ -440,7 +443,7 @@ impl Table {
         let path_ref = path.as_str();
         let undeclared: Vec<(usize, TableColumn)> =
             futures::stream::iter(undeclared_idx.into_iter().map(|i| async move {
-                let c = open_ctable_column(store, path_ref, &cols[i], physical_rows).await?;
+                let c = open_ctable_column(store, path_ref, &cols[i], None, physical_rows).await?;
                 Ok::<_, Error>((i, c))
             }))
             .buffered(16)
@@ -524,7 +527,14 @@ impl Table {
                 self.specs.len()
             )));
         };
-        let c = open_ctable_column(store, &self.display, &spec.entry, self.physical_rows).await?;
+        let c = open_ctable_column(
+            store,
+            &self.display,
+            &spec.entry,
+            Some(&spec.values),
+            self.physical_rows,
+        )
+        .await?;
         spec.check(&self.display, &c)?;
         // A concurrent opener may have won; both opened the same files.
         let _ = self.opened[col].set(c);
@@ -645,10 +655,9 @@ impl Table {
             ColumnStorage::Items { items, .. } => {
                 Ok(ColumnData::Values(items.read_values(rows, stats).await?))
             }
-            ColumnStorage::Dictionary { codes, values, .. } => Ok(ColumnData::Dictionary {
-                codes: read_1d(codes, rows, stats).await?,
-                values: Arc::clone(values),
-            }),
+            ColumnStorage::Dictionary { codes, .. } => {
+                Ok(ColumnData::Fixed(read_1d(codes, rows, stats).await?))
+            }
         }
     }
 

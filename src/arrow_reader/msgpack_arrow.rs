@@ -182,7 +182,6 @@ fn build(t: &ItemType, values: &[Option<&MsgValue>], path: &str) -> Result<Array
             )
         }
         ItemType::Struct(fields) => {
-            let mut valid = Vec::with_capacity(values.len());
             let rows: Vec<Option<&[(MsgValue, MsgValue)]>> = present(values)
                 .enumerate()
                 .map(|(row, v)| match v {
@@ -191,7 +190,7 @@ fn build(t: &ItemType, values: &[Option<&MsgValue>], path: &str) -> Result<Array
                     Some(m) => Err(mismatch(t, m, row, path)),
                 })
                 .collect::<Result<_>>()?;
-            valid.extend(rows.iter().map(Option::is_some));
+            let valid: Vec<bool> = rows.iter().map(Option::is_some).collect();
             let mut columns = Vec::with_capacity(fields.len());
             for (name, ft) in fields {
                 let of_field: Vec<Option<&MsgValue>> = rows

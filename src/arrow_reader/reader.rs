@@ -21,9 +21,10 @@ use crate::array::table::{ColumnData, ColumnStorage, NullRule, Table};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::msgpack::MsgValue;
+use arrow::array::AsArray;
 use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions};
 use arrow::buffer::{BooleanBuffer, Buffer};
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Int32Type, Schema, SchemaRef};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -354,6 +355,24 @@ impl BatchReader {
             ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 && direct_primitive(&a.dtype) => {
                 read_primitive(a, std::slice::from_ref(&rows), stats, 1, &self.pool).await?
             }
+            // Little-endian int32 codes (checked on open), decoded the same way.
+            ColumnStorage::Dictionary {
+                codes,
+                values,
+                null_code,
+            } => {
+                let keys = read_primitive(codes, std::slice::from_ref(&rows), stats, 1, &self.pool)
+                    .await?;
+                let what = || format!("{}: column {:?}", t.display(), c.name);
+                let dict = self.dictionary(p, values, &what)?;
+                dictionary_array(
+                    keys.as_primitive::<Int32Type>(),
+                    dict,
+                    *null_code,
+                    rows.start,
+                    &what,
+                )?
+            }
             _ => self.table_column(t, p, rows.clone(), stats).await?,
         };
         arr = self.table_nulls(t, p, arr, rows, None, stats).await?;
@@ -439,7 +458,6 @@ impl BatchReader {
     ) -> Result<ArrayRef> {
         let c = t.open_column(p).await?;
         let n = (rows.end - rows.start) as usize;
-        let first_row = rows.start;
         let data = t.read_column(p, rows, stats).await?;
         let what = || format!("{}: column {:?}", t.display(), c.name);
         Ok(match data {
@@ -464,13 +482,6 @@ impl BatchReader {
                         format!("column {:?}: {e}", c.name),
                     )
                 })?
-            }
-            ColumnData::Dictionary { codes, values } => {
-                let ColumnStorage::Dictionary { null_code, .. } = &c.storage else {
-                    unreachable!("codes come from dictionary columns")
-                };
-                let dict = self.dictionary(p, &values, &what)?;
-                dictionary_array(&codes, dict, *null_code, first_row, &what)?
             }
             ColumnData::Fixed(bytes) => {
                 let shape = c.item_shape();

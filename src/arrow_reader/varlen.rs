@@ -59,7 +59,8 @@ pub fn var_array(
 
 /// Text with offsets from 0 as `Utf8View`, viewing `data`. The bytes are checked as a
 /// `Utf8` array first (UTF-8 over the whole buffer, then each offset on a character
-/// boundary): checking each view on its own costs about 20 ns a value.
+/// boundary), then viewed: checking each view on its own measured slower
+/// (`benches/README.md`, session 35).
 ///
 /// # Errors
 /// As [`var_array`].
@@ -94,42 +95,44 @@ pub fn dictionary_values(v: &VarValues, what: &dyn Fn() -> String) -> Result<Arr
     var_array(ItemKind::Text, &v.offsets, v.data.clone(), None, what)
 }
 
-/// A dictionary array over `values` from little-endian `int32` codes, `null_code`
-/// meaning null; the codes are those of rows `first_row..`.
+/// A dictionary array over `values` from the codes `keys` (of rows `first_row..`),
+/// `null_code` meaning null.
 ///
 /// # Errors
 /// A code outside the dictionary (named with its row).
 pub fn dictionary_array(
-    codes: &[u8],
+    keys: &Int32Array,
     values: ArrayRef,
     null_code: i64,
     first_row: u64,
     what: &dyn Fn() -> String,
 ) -> Result<ArrayRef> {
-    let keys: Vec<i32> = codes
-        .chunks_exact(4)
-        .map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")))
-        .collect();
-    let n = values.len() as i64;
-    if let Some((row, &k)) = keys
+    let codes = keys.values();
+    let nulls = codes
         .iter()
+        .any(|&k| k as i64 == null_code)
+        .then(|| NullBuffer::from_iter(codes.iter().map(|&k| k as i64 != null_code)));
+    let n = values.len() as i64;
+    // Arrow checks every non-null code against the values; only when one fails are the
+    // codes searched again, to name its row.
+    let keyed = Int32Array::new(codes.clone(), nulls);
+    let e = match DictionaryArray::<Int32Type>::try_new(keyed, values) {
+        Ok(d) => return Ok(Arc::new(d)),
+        Err(e) => e,
+    };
+    let bad = codes
+        .iter()
+        .map(|&k| k as i64)
         .enumerate()
-        .find(|&(_, &k)| k as i64 != null_code && !(0..n).contains(&(k as i64)))
-    {
-        return Err(Error::InvalidArgument(format!(
+        .find(|&(_, k)| k != null_code && !(0..n).contains(&k));
+    Err(Error::InvalidArgument(match bad {
+        Some((row, k)) => format!(
             "{}: row {} has code {k}, outside the {n} values of its dictionary",
             what(),
             first_row + row as u64
-        )));
-    }
-    let nulls = keys
-        .iter()
-        .any(|&k| k as i64 == null_code)
-        .then(|| NullBuffer::from_iter(keys.iter().map(|&k| k as i64 != null_code)));
-    let keys = Int32Array::new(ScalarBuffer::from(keys), nulls);
-    let d = DictionaryArray::<Int32Type>::try_new(keys, values)
-        .map_err(|e| Error::InvalidArgument(format!("{}: {e}", what())))?;
-    Ok(Arc::new(d))
+        ),
+        None => format!("{}: {e}", what()),
+    }))
 }
 
 #[cfg(test)]
