@@ -135,6 +135,64 @@ fn query_in_every_format() {
     assert_eq!(back, "s\n3\n");
 }
 
+/// A query that matches no rows still says what it would have returned: the table's
+/// header and "0 rows", the CSV header, `[]`, and Parquet / Arrow files that read back
+/// with their schema and no rows.
+#[test]
+fn empty_results_keep_their_columns() {
+    let t = "p=tests/fixtures/ctable/people.b2d";
+    let q = "SELECT id, name FROM p WHERE id < 0";
+    let table = ok(&["query", "-t", t, q]);
+    assert!(
+        table.contains("| id | name |") && table.ends_with("0 rows\n"),
+        "{table}"
+    );
+    assert_eq!(ok(&["query", "-t", t, "-f", "csv", q]), "id,name\n");
+    assert_eq!(ok(&["query", "-t", t, "-f", "json", q]), "[]\n");
+    assert_eq!(ok(&["query", "-t", t, "-f", "ndjson", q]), "");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("empty.parquet");
+    ok(&[
+        "query",
+        "-t",
+        t,
+        "-f",
+        "parquet",
+        "-o",
+        out.to_str().unwrap(),
+        q,
+    ]);
+    let back = ok(&[
+        "query",
+        "-f",
+        "csv",
+        &format!(
+            "CREATE EXTERNAL TABLE e STORED AS PARQUET LOCATION '{}'; \
+             SELECT count(*) AS n FROM e; SELECT id, name FROM e",
+            out.display()
+        ),
+    ]);
+    assert_eq!(back, "n\n0\nid,name\n");
+    let arrow = dir.path().join("empty.arrow");
+    ok(&[
+        "query",
+        "-t",
+        t,
+        "-f",
+        "arrow",
+        "-o",
+        arrow.to_str().unwrap(),
+        q,
+    ]);
+    let reader = datafusion::arrow::ipc::reader::StreamReader::try_new(
+        std::fs::File::open(&arrow).unwrap(),
+        None,
+    )
+    .unwrap();
+    assert_eq!(reader.schema().fields().len(), 2);
+    assert_eq!(reader.map(|b| b.unwrap().num_rows()).sum::<usize>(), 0);
+}
+
 #[test]
 fn quoted_paths_and_stdin_sql() {
     let out = ok(&[

@@ -384,8 +384,7 @@ async fn run(cli: Cli) -> CliResult {
             };
             let mut out = output::Sink::open(output.as_deref(), format)?;
             for stmt in repl::split_statements(&sql) {
-                let batches = output::run_sql(&ctx, &stmt).await?;
-                out.write(&batches)?;
+                output::run_sql(&ctx, &stmt, &mut out).await?;
             }
             out.finish()
         }

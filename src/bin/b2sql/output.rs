@@ -2,21 +2,35 @@
 
 use crate::{CliResult, Format, msg};
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::SessionContext;
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
 
-/// Runs one statement and collects its batches.
-pub async fn run_sql(ctx: &SessionContext, sql: &str) -> CliResult<Vec<RecordBatch>> {
+/// Runs one statement and streams its batches into `sink`.
+pub async fn run_sql(ctx: &SessionContext, sql: &str, sink: &mut Sink) -> CliResult {
+    use futures::StreamExt;
     let df = ctx.sql(sql).await.map_err(msg)?;
-    df.collect().await.map_err(msg)
+    let mut stream = df.execute_stream().await.map_err(msg)?;
+    sink.begin(stream.schema())?;
+    while let Some(batch) = stream.next().await {
+        sink.write(&batch.map_err(msg)?)?;
+    }
+    sink.end()
 }
 
-/// Where results go.
+/// Where results go. Every format but the aligned table streams: a statement's batches
+/// are written as they arrive, so memory stays flat however many rows a query returns.
 pub struct Sink {
     out: Box<dyn Write + Send>,
     format: Format,
+    /// The schema of the statement being written (`None` between statements).
+    schema: Option<SchemaRef>,
+    /// The statement's batches, for the aligned table, which needs every row to size columns.
+    table_rows: Vec<RecordBatch>,
+    csv_header_due: bool,
     parquet: Option<datafusion::parquet::arrow::ArrowWriter<Box<dyn Write + Send>>>,
     ipc: Option<datafusion::arrow::ipc::writer::StreamWriter<Box<dyn Write + Send>>>,
     json_first: bool,
@@ -25,12 +39,6 @@ pub struct Sink {
 impl Sink {
     /// Opens `path` (stdout when `None`).
     pub fn open(path: Option<&Path>, format: Format) -> CliResult<Sink> {
-        let out: Box<dyn Write + Send> = match path {
-            Some(p) => Box::new(std::io::BufWriter::new(
-                std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
-            )),
-            None => Box::new(std::io::BufWriter::new(std::io::stdout())),
-        };
         if format == Format::Parquet
             && path.is_none()
             && std::io::IsTerminal::is_terminal(&std::io::stdout())
@@ -39,114 +47,123 @@ impl Sink {
                 "--format parquet writes binary data: give --output FILE or redirect stdout".into(),
             );
         }
+        let out: Box<dyn Write + Send> = match path {
+            Some(p) => Box::new(std::io::BufWriter::new(
+                std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
+            )),
+            None => Box::new(std::io::BufWriter::new(std::io::stdout())),
+        };
         Ok(Sink {
             out,
             format,
+            schema: None,
+            table_rows: Vec::new(),
+            csv_header_due: false,
             parquet: None,
             ipc: None,
             json_first: true,
         })
     }
 
-    /// Writes batches of one statement.
-    pub fn write(&mut self, batches: &[RecordBatch]) -> CliResult {
-        let io = |e: std::io::Error| msg(e);
-        match self.format {
-            Format::Table => {
-                if batches.iter().all(|b| b.num_rows() == 0)
-                    && batches.first().is_none_or(|b| b.num_columns() == 0)
-                {
-                    return Ok(());
+    /// Starts a statement whose batches have `schema`. A statement without columns (DDL)
+    /// writes nothing; one with columns but no rows still writes its header (table, CSV)
+    /// or a valid empty file (Parquet, Arrow).
+    pub fn begin(&mut self, schema: SchemaRef) -> CliResult {
+        let has_columns = !schema.fields().is_empty();
+        self.csv_header_due = self.format == Format::Csv && has_columns;
+        if has_columns {
+            // The binary writers own the output from their first statement on.
+            let mut sink = || std::mem::replace(&mut self.out, Box::new(std::io::sink()));
+            match self.format {
+                Format::Parquet if self.parquet.is_none() => {
+                    let w = datafusion::parquet::arrow::ArrowWriter::try_new(
+                        sink(),
+                        schema.clone(),
+                        None,
+                    );
+                    self.parquet = Some(w.map_err(msg)?);
                 }
-                let s =
-                    datafusion::arrow::util::pretty::pretty_format_batches(batches).map_err(msg)?;
-                writeln!(self.out, "{s}").map_err(io)?;
-                let n: usize = batches.iter().map(|b| b.num_rows()).sum();
-                writeln!(self.out, "{n} row{}", if n == 1 { "" } else { "s" }).map_err(io)?;
+                Format::Arrow if self.ipc.is_none() => {
+                    let w = datafusion::arrow::ipc::writer::StreamWriter::try_new(sink(), &schema);
+                    self.ipc = Some(w.map_err(msg)?);
+                }
+                _ => {}
             }
+        }
+        self.schema = Some(schema);
+        Ok(())
+    }
+
+    /// Writes one batch of the current statement.
+    pub fn write(&mut self, batch: &RecordBatch) -> CliResult {
+        match self.format {
+            Format::Table => self.table_rows.push(batch.clone()),
             Format::Csv => {
-                // One header per statement that returns columns (DDL returns none).
-                if batches.first().is_some_and(|b| b.num_columns() > 0) {
+                if batch.num_columns() > 0 {
                     let mut w = datafusion::arrow::csv::WriterBuilder::new()
-                        .with_header(true)
+                        .with_header(std::mem::take(&mut self.csv_header_due))
                         .build(&mut self.out);
-                    for b in batches {
-                        w.write(b).map_err(msg)?;
-                    }
+                    w.write(batch).map_err(msg)?;
                 }
             }
             Format::Ndjson => {
                 let mut w = datafusion::arrow::json::LineDelimitedWriter::new(&mut self.out);
-                for b in batches {
-                    w.write(b).map_err(msg)?;
-                }
+                w.write(batch).map_err(msg)?;
                 w.finish().map_err(msg)?;
             }
             Format::Json => {
                 let mut buf = Vec::new();
                 {
                     let mut w = datafusion::arrow::json::ArrayWriter::new(&mut buf);
-                    for b in batches {
-                        w.write(b).map_err(msg)?;
-                    }
+                    w.write(batch).map_err(msg)?;
                     w.finish().map_err(msg)?;
                 }
-                // Concatenate the arrays of several statements into one.
+                // One JSON array over every batch of every statement.
                 let rows: Vec<Value> = if buf.is_empty() {
                     Vec::new()
                 } else {
                     serde_json::from_slice(&buf).map_err(msg)?
                 };
                 for r in rows {
-                    write!(
-                        self.out,
-                        "{}{}",
-                        if self.json_first { "[" } else { ",\n" },
-                        r
-                    )
-                    .map_err(io)?;
+                    let sep = if self.json_first { "[" } else { ",\n" };
+                    write!(self.out, "{sep}{r}").map_err(msg)?;
                     self.json_first = false;
                 }
             }
             Format::Parquet => {
-                for b in batches {
-                    if self.parquet.is_none() {
-                        let sink = std::mem::replace(&mut self.out, Box::new(std::io::sink()));
-                        self.parquet = Some(
-                            datafusion::parquet::arrow::ArrowWriter::try_new(
-                                sink,
-                                b.schema(),
-                                None,
-                            )
-                            .map_err(msg)?,
-                        );
-                    }
-                    self.parquet
-                        .as_mut()
-                        .expect("created above")
-                        .write(b)
-                        .map_err(msg)?;
+                if let Some(w) = self.parquet.as_mut() {
+                    w.write(batch).map_err(msg)?;
                 }
             }
             Format::Arrow => {
-                for b in batches {
-                    if self.ipc.is_none() {
-                        let sink = std::mem::replace(&mut self.out, Box::new(std::io::sink()));
-                        self.ipc = Some(
-                            datafusion::arrow::ipc::writer::StreamWriter::try_new(
-                                sink,
-                                &b.schema(),
-                            )
-                            .map_err(msg)?,
-                        );
-                    }
-                    self.ipc
-                        .as_mut()
-                        .expect("created above")
-                        .write(b)
-                        .map_err(msg)?;
+                if let Some(w) = self.ipc.as_mut() {
+                    w.write(batch).map_err(msg)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Ends the current statement.
+    pub fn end(&mut self) -> CliResult {
+        let schema = self.schema.take();
+        let batches = std::mem::take(&mut self.table_rows);
+        let Some(schema) = schema.filter(|s| !s.fields().is_empty()) else {
+            return Ok(());
+        };
+        match self.format {
+            Format::Table => {
+                let n: usize = batches.iter().map(|b| b.num_rows()).sum();
+                let s = if batches.is_empty() {
+                    pretty_format_batches(&[RecordBatch::new_empty(schema)])
+                } else {
+                    pretty_format_batches(&batches)
+                };
+                writeln!(self.out, "{}", s.map_err(msg)?).map_err(msg)?;
+                writeln!(self.out, "{n} row{}", if n == 1 { "" } else { "s" }).map_err(msg)?;
+            }
+            Format::Csv if self.csv_header_due => self.write(&RecordBatch::new_empty(schema))?,
+            _ => {}
         }
         Ok(())
     }

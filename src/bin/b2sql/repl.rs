@@ -100,9 +100,8 @@ pub async fn run(ctx: &SessionContext, format: Format) -> CliResult {
 
 async fn run_one(ctx: &SessionContext, sql: &str, format: Format) {
     let res = async {
-        let batches = output::run_sql(ctx, sql).await?;
         let mut sink = output::Sink::open(None, format)?;
-        sink.write(&batches)?;
+        output::run_sql(ctx, sql, &mut sink).await?;
         sink.finish()
     }
     .await;
