@@ -8,7 +8,9 @@
 //! ASCII is narrowed a unit to a byte without a branch per unit. Per `<U12` value, against
 //! a `Vec<u32>` and a `String` per value before: 12 ns against 33 when ASCII, 15 against 34
 //! with one value in ten not, and 34 either way when every value has a non-ASCII letter
-//! (`benches/README.md`, session 32).
+//! (`benches/README.md`, session 32). Values of up to 32 units are read as fixed windows
+//! of 4, 8, 16 or 32 units ([`push_windowed`]), which the compiler vectorizes: 8.4 ns per
+//! ASCII `<U12` value in cache, 10.2 with one in ten not (11.7 and 14.3 before; session 36).
 
 use arrow::array::{ArrayRef, GenericStringArray, OffsetSizeTrait};
 use arrow::buffer::{Buffer, OffsetBuffer, ScalarBuffer};
@@ -47,25 +49,109 @@ fn build<O: OffsetSizeTrait>(
     chars: usize,
     big: bool,
 ) -> Option<GenericStringArray<O>> {
-    let size = chars * 4;
-    let mut values: Vec<u8> = Vec::with_capacity(n.saturating_mul(chars));
-    let mut offsets: Vec<O> = Vec::with_capacity(n + 1);
-    offsets.push(O::usize_as(0));
-    for i in 0..n {
-        let rec = &data[i * stride + offset..][..size];
-        if big {
-            push_value::<true>(rec, &mut values);
-        } else {
-            push_value::<false>(rec, &mut values);
-        }
-        offsets.push(O::from_usize(values.len())?);
+    macro_rules! records {
+        ($push:expr) => {
+            each_record::<O>(data, n, stride, offset, chars, $push)
+        };
     }
+    let (values, offsets) = match (chars, big) {
+        (0..=4, false) => records!(push_windowed::<4, false>(chars))?,
+        (0..=4, true) => records!(push_windowed::<4, true>(chars))?,
+        (5..=8, false) => records!(push_windowed::<8, false>(chars))?,
+        (5..=8, true) => records!(push_windowed::<8, true>(chars))?,
+        (9..=16, false) => records!(push_windowed::<16, false>(chars))?,
+        (9..=16, true) => records!(push_windowed::<16, true>(chars))?,
+        (17..=32, false) => records!(push_windowed::<32, false>(chars))?,
+        (17..=32, true) => records!(push_windowed::<32, true>(chars))?,
+        (_, false) => records!(push_whole::<false>(chars))?,
+        (_, true) => records!(push_whole::<true>(chars))?,
+    };
     let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
     Some(GenericStringArray::new(
         offsets,
         Buffer::from_vec(values),
         None,
     ))
+}
+
+/// The values and offsets of the `n` records, each appended by `push(data from the
+/// record's start on, values)`.
+#[inline(always)]
+fn each_record<O: OffsetSizeTrait>(
+    data: &[u8],
+    n: usize,
+    stride: usize,
+    offset: usize,
+    chars: usize,
+    mut push: impl FnMut(&[u8], &mut Vec<u8>),
+) -> Option<(Vec<u8>, Vec<O>)> {
+    let mut values: Vec<u8> = Vec::with_capacity(n.saturating_mul(chars));
+    let mut offsets: Vec<O> = Vec::with_capacity(n + 1);
+    offsets.push(O::usize_as(0));
+    for i in 0..n {
+        push(&data[i * stride + offset..], &mut values);
+        offsets.push(O::from_usize(values.len())?);
+    }
+    Some((values, offsets))
+}
+
+/// A converter of values of `chars` units, for any width.
+fn push_whole<const BIG: bool>(chars: usize) -> impl FnMut(&[u8], &mut Vec<u8>) {
+    move |rec: &[u8], out: &mut Vec<u8>| push_value::<BIG>(&rec[..chars * 4], out)
+}
+
+/// A converter of values of `chars <= W` units that reads each record as a window of `W`
+/// units (`rec` is the data from the record's start on). Units past `chars` are masked to
+/// 0, so with fixed widths the compiler turns the ASCII test, the narrowing and the search
+/// for the last non-NUL unit into a few vector instructions, and the value is stored as
+/// `W` bytes and cut back to its length. A record too close to the end of the data for a
+/// whole window, or holding a non-ASCII unit, takes [`push_value`].
+fn push_windowed<const W: usize, const BIG: bool>(chars: usize) -> impl FnMut(&[u8], &mut Vec<u8>) {
+    let keep: [u32; W] = std::array::from_fn(|k| if k < chars { u32::MAX } else { 0 });
+    move |rec: &[u8], out: &mut Vec<u8>| {
+        let Some(window) = rec.get(..W * 4) else {
+            return push_value_cold::<BIG>(&rec[..chars * 4], out);
+        };
+        let mut units = [0u32; W];
+        for (k, u) in units.iter_mut().enumerate() {
+            let c = [
+                window[4 * k],
+                window[4 * k + 1],
+                window[4 * k + 2],
+                window[4 * k + 3],
+            ];
+            *u = if BIG {
+                u32::from_be_bytes(c)
+            } else {
+                u32::from_le_bytes(c)
+            } & keep[k];
+        }
+        let mut bits = 0;
+        for u in units {
+            bits |= u;
+        }
+        if bits >= 0x80 {
+            return push_value_cold::<BIG>(&rec[..chars * 4], out);
+        }
+        let mut bytes = [0u8; W];
+        for (b, u) in bytes.iter_mut().zip(units) {
+            *b = u as u8;
+        }
+        // The last non-NUL byte, 8 bytes a word (a compare per byte made a chain of W
+        // conditional moves).
+        let mut end = 0;
+        for (i, c) in bytes.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            let x = u64::from_le_bytes(w);
+            if x != 0 {
+                end = i * 8 + 8 - x.leading_zeros() as usize / 8;
+            }
+        }
+        let start = out.len();
+        out.extend_from_slice(&bytes);
+        out.truncate(start + end);
+    }
 }
 
 /// The code unit in the 4 bytes `c`.
@@ -77,6 +163,14 @@ fn unit<const BIG: bool>(c: &[u8]) -> u32 {
     } else {
         u32::from_le_bytes(b)
     }
+}
+
+/// [`push_value`] kept out of [`push_windowed`]'s loop: inlined there, it made the
+/// common ASCII value 35 % slower (11.5 ns against 8.5 per `<U12` value).
+#[cold]
+#[inline(never)]
+fn push_value_cold<const BIG: bool>(rec: &[u8], out: &mut Vec<u8>) {
+    push_value::<BIG>(rec, out)
 }
 
 /// Appends the UTF-8 of one value (`rec`, its code units) to `out`.
@@ -178,7 +272,7 @@ mod tests {
             0x110000,
             u32::MAX,
         ];
-        for chars in [0usize, 1, 3, 12, 33] {
+        for chars in [0usize, 1, 3, 4, 5, 8, 12, 16, 17, 32, 33] {
             for (stride_extra, offset) in [(0usize, 0usize), (9, 5)] {
                 for big in [false, true] {
                     let n = 300;
@@ -232,5 +326,48 @@ mod tests {
             .collect();
         let a = build::<i64>(&data, 1, data.len(), 0, data.len() / 4, false).unwrap();
         assert_eq!(a.value(0), "héllo\u{1f600}");
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    /// Per-value cost of the conversion (`cargo test --release --lib utf32_timing --
+    /// --ignored --nocapture`): 10,000 `<U12` values of 3–12 letters (480 KB, in cache, as
+    /// a decoded block is), all ASCII and one in ten with a non-ASCII letter.
+    #[test]
+    #[ignore]
+    fn utf32_timing() {
+        let chars = 12;
+        let n = 10_000;
+        for non_ascii_every in [0usize, 10] {
+            let mut x = 88172645463325252u64;
+            let mut data = Vec::with_capacity(n * chars * 4);
+            for i in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let len = 3 + (x % 10) as usize;
+                for k in 0..chars {
+                    let u = match k {
+                        k if k >= len => 0,
+                        0 if non_ascii_every > 0 && i % non_ascii_every == 0 => 0xe9,
+                        k => 0x61 + ((x >> (k * 5)) % 26) as u32,
+                    };
+                    data.extend_from_slice(&u.to_le_bytes());
+                }
+            }
+            let mut best = f64::MAX;
+            for _ in 0..300 {
+                let t = std::time::Instant::now();
+                std::hint::black_box(utf32_to_arrow(&data, n, chars * 4, 0, chars, false));
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            println!(
+                "non-ASCII 1 in {non_ascii_every}: {:.2} ns/value",
+                best * 1e9 / n as f64
+            );
+        }
     }
 }
