@@ -3,7 +3,9 @@
 
 pub mod batch_array;
 pub mod column_spec;
+pub mod computed;
 pub mod dtype;
+pub mod expression;
 pub mod geometry;
 pub mod item_type;
 pub mod ndarray;

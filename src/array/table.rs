@@ -6,6 +6,7 @@
 
 use super::batch_array::{BatchArray, ItemKind, VarValues};
 use super::column_spec::{ColumnSpec, open_ctable_column};
+use super::computed::ComputedColumn;
 use super::dtype::DType;
 use super::item_type::ItemType;
 use super::ndarray::{NdArray, ReadStats};
@@ -176,6 +177,8 @@ pub struct Table {
     pub attrs: Json,
     /// The raw schema (CTable) for `inspect`.
     pub schema_json: Json,
+    /// Virtual columns defined by expressions over the stored ones (CTable).
+    pub computed: Vec<ComputedColumn>,
     /// The `index_catalog` vlmeta of a CTable's `_meta` (`Null` when absent).
     pub index_catalog: Json,
     /// The `value_epoch` vlmeta of a CTable's `_meta`.
@@ -293,6 +296,7 @@ impl Table {
             live_chunks: Vec::new(),
             attrs,
             schema_json: Json::Null,
+            computed: Vec::new(),
             index_catalog: Json::Null,
             value_epoch: None,
             store: None,
@@ -491,6 +495,7 @@ impl Table {
             live_rows,
             live_chunks,
             attrs,
+            computed: ComputedColumn::from_schema(&schema),
             schema_json: schema,
             index_catalog: meta
                 .vlmeta_value("index_catalog")

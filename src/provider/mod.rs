@@ -2,6 +2,7 @@
 //! scan, filter pushdown, `STORED AS BLOSC2`, and the `SessionContext` extension.
 
 pub mod aggregate;
+pub mod computed;
 pub mod exec;
 pub mod multi;
 pub mod prune;

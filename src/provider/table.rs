@@ -6,6 +6,7 @@
 //! `target_partitions`; statistics give exact row counts and exact `dim_k` ranges, so
 //! `count(*)` and `min(dim_0)` need no decompression.
 
+use super::computed::{ComputedColumns, full_schema};
 use super::exec::Blosc2Exec;
 use super::prune::{PruneReport, SummaryCache, ZoneMaps, prune_units};
 use super::pushdown::{self, Needles};
@@ -17,7 +18,7 @@ use crate::arrow_reader::schema::dataset_schema;
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units};
 use crate::dataset::Dataset;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::DFSchema;
@@ -27,15 +28,22 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column as PhysicalColumn;
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::projection::ProjectionExec;
 use std::sync::Arc;
 
 /// A Blosc2 / bcolz container as a DataFusion table.
 #[derive(Debug, Clone)]
 pub struct Blosc2Table {
     ds: Arc<Dataset>,
+    /// The table's columns: the stored ones, then the computed ones.
     schema: SchemaRef,
+    /// The stored columns (what [`Blosc2Exec`] reads).
+    stored: SchemaRef,
+    computed: Arc<ComputedColumns>,
     value_pruning: bool,
     zone_maps: Option<Arc<ZoneMaps>>,
     summaries: Arc<SummaryCache>,
@@ -44,10 +52,20 @@ pub struct Blosc2Table {
 impl Blosc2Table {
     /// Wraps an opened dataset, with value pruning and zone maps on.
     pub fn new(ds: Dataset) -> Self {
-        let schema = Arc::new(dataset_schema(&ds));
+        let stored = dataset_schema(&ds);
+        let computed = match &ds {
+            Dataset::Table(t) => ComputedColumns::of_table(t, &stored),
+            Dataset::Array(_) => ComputedColumns::default(),
+        };
+        // Both schemas carry the same metadata (DataFusion checks that scans report the
+        // table's).
+        let schema = full_schema(&stored, &computed);
+        let stored = Schema::new_with_metadata(stored.fields().clone(), schema.metadata().clone());
         Blosc2Table {
             ds: Arc::new(ds),
-            schema,
+            schema: Arc::new(schema),
+            stored: Arc::new(stored),
+            computed: Arc::new(computed),
             value_pruning: true,
             zone_maps: Some(Arc::default()),
             summaries: Arc::default(),
@@ -70,10 +88,11 @@ impl Blosc2Table {
     /// Replaces the schema-level metadata (attributes, kind) the table reports and its
     /// scans produce.
     pub fn with_schema_metadata(mut self, meta: std::collections::HashMap<String, String>) -> Self {
-        self.schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(
-            self.schema.fields().clone(),
+        self.stored = Arc::new(arrow::datatypes::Schema::new_with_metadata(
+            self.stored.fields().clone(),
             meta,
         ));
+        self.schema = Arc::new(full_schema(&self.stored, &self.computed));
         self
     }
 
@@ -102,10 +121,11 @@ impl Blosc2Table {
         }
     }
 
-    /// Statistics of a selection: exact rows (arrays) and exact dim ranges.
+    /// Statistics of a selection over the stored columns: exact rows (arrays) and exact
+    /// dim ranges.
     pub fn statistics_for(&self, sel: &Selection) -> Statistics {
         let mut cols: Vec<ColumnStatistics> = self
-            .schema
+            .stored
             .fields()
             .iter()
             .map(|_| ColumnStatistics::new_unknown())
@@ -154,7 +174,10 @@ impl TableProvider for Blosc2Table {
         Ok(filters
             .iter()
             .map(|f| {
-                if !shape.is_empty() && pushdown::is_exact(f, &shape) {
+                if self.names_computed(f) {
+                    // Evaluated by DataFusion above the projection that computes it.
+                    TableProviderFilterPushDown::Unsupported
+                } else if !shape.is_empty() && pushdown::is_exact(f, &shape) {
                     TableProviderFilterPushDown::Exact
                 } else if self.value_pruning {
                     // Seen by `scan` for pruning; DataFusion still applies it.
@@ -167,10 +190,72 @@ impl TableProvider for Blosc2Table {
     }
 
     fn statistics(&self) -> Option<Statistics> {
-        Some(self.statistics_for(&Selection::all(&self.selection_shape())))
+        let mut s = self.statistics_for(&Selection::all(&self.selection_shape()));
+        s.column_statistics.extend(
+            self.computed
+                .columns
+                .iter()
+                .map(|_| ColumnStatistics::new_unknown()),
+        );
+        Some(s)
     }
 
     async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let nstored = self.stored.fields().len();
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        if wanted.iter().all(|&i| i < nstored) {
+            return self.scan_stored(state, projection, filters, limit).await;
+        }
+        // The stored columns wanted and those the computed ones read, then a projection.
+        let computed = |i: usize| &self.computed.columns[i - nstored];
+        let mut inner: Vec<usize> = wanted.iter().copied().filter(|&i| i < nstored).collect();
+        for &i in wanted.iter().filter(|&&i| i >= nstored) {
+            for c in computed(i).1.column_refs() {
+                inner.push(self.stored.index_of(c.name())?);
+            }
+        }
+        inner.sort_unstable();
+        inner.dedup();
+        let plan = self
+            .scan_stored(state, Some(&inner), filters, limit)
+            .await?;
+        let inner_schema = plan.schema();
+        let df_schema = DFSchema::try_from(inner_schema.as_ref().clone())?;
+        let exprs = wanted
+            .iter()
+            .map(|&i| {
+                let name = self.schema.field(i).name().clone();
+                let e: Arc<dyn PhysicalExpr> = if i < nstored {
+                    Arc::new(PhysicalColumn::new(&name, inner_schema.index_of(&name)?))
+                } else {
+                    state.create_physical_expr(computed(i).1.clone(), &df_schema)?
+                };
+                Ok((e, name))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(ProjectionExec::try_new(exprs, plan)?))
+    }
+}
+
+impl Blosc2Table {
+    /// True when `f` reads a computed column.
+    fn names_computed(&self, f: &Expr) -> bool {
+        f.column_refs().iter().any(|c| {
+            self.stored.index_of(c.name()).is_err() && self.schema.index_of(c.name()).is_ok()
+        })
+    }
+
+    /// The scan of stored columns (`projection` indexes [`Self::stored`]).
+    async fn scan_stored(
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
@@ -191,7 +276,7 @@ impl TableProvider for Blosc2Table {
             };
             for f in filters {
                 for c in f.column_refs() {
-                    if let Ok(i) = self.schema.index_of(c.name()) {
+                    if let Ok(i) = self.stored.index_of(c.name()) {
                         cols.push(i);
                     }
                 }
@@ -211,10 +296,10 @@ impl TableProvider for Blosc2Table {
             .collect();
         let predicate = match conjunction(value_filters) {
             Some(expr) if self.value_pruning => {
-                let df_schema = DFSchema::try_from(self.schema.as_ref().clone())?;
+                let df_schema = DFSchema::try_from(self.stored.as_ref().clone())?;
                 let phys = state.create_physical_expr(expr, &df_schema)?;
                 PruningPredicateBuilder::new()
-                    .with_file_schema(Arc::clone(&self.schema))
+                    .with_file_schema(Arc::clone(&self.stored))
                     .build(phys)
             }
             _ => None,
@@ -235,7 +320,7 @@ impl TableProvider for Blosc2Table {
             Some(p) => {
                 prune_units(
                     &self.ds,
-                    &self.schema,
+                    &self.stored,
                     units,
                     p,
                     self.zone_maps.as_deref(),
@@ -247,13 +332,13 @@ impl TableProvider for Blosc2Table {
         };
         let stats = self.statistics_for(&sel);
         let text_matches = match &*self.ds {
-            Dataset::Table(t) => text_matches(t, &self.schema, filters).await?,
-            Dataset::Array(a) => value_text_matches(a, &self.schema, filters),
+            Dataset::Table(t) => text_matches(t, &self.stored, filters).await?,
+            Dataset::Array(a) => value_text_matches(a, &self.stored, filters),
         };
         Ok(Arc::new(
             Blosc2Exec::new(
                 Arc::clone(&self.ds),
-                Arc::clone(&self.schema),
+                Arc::clone(&self.stored),
                 projection.cloned(),
                 units,
                 cfg.target_partitions(),

@@ -182,3 +182,83 @@ pub async fn check_table_values(rel: &str, ds: Arc<Dataset>, t: &Value) {
         }
     }
 }
+
+/// Computed columns (virtual, an expression over stored columns) through SQL, every value
+/// against python-blosc2's: exact, but for columns of transcendental functions
+/// (`computed_approx`), which may differ from NumPy's libm in the last bits. Columns
+/// whose definitions cannot be evaluated (`computed_omitted`) are left out of the schema,
+/// and its metadata says why.
+#[tokio::test]
+async fn computed_columns_match_python_blosc2() {
+    use datafusion::prelude::{SessionConfig, SessionContext};
+    use datafusion_blosc2::provider::computed::OMITTED_KEY;
+    use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
+            .unwrap();
+    let mut checked = 0;
+    for (rel, t) in v.as_object().unwrap() {
+        let Some(computed) = t.get("computed").and_then(Value::as_object) else {
+            continue;
+        };
+        // One partition: rows in table order.
+        let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
+        ctx.register_blosc2(
+            "t",
+            fixture(rel).to_str().unwrap(),
+            Blosc2Options::default(),
+        )
+        .await
+        .unwrap();
+        let schema = ctx.table("t").await.unwrap().schema().as_arrow().clone();
+        let note = schema
+            .metadata()
+            .get(OMITTED_KEY)
+            .cloned()
+            .unwrap_or_default();
+        for name in t["computed_omitted"].as_array().unwrap() {
+            let name = name.as_str().unwrap();
+            assert!(schema.index_of(name).is_err(), "{rel}: {name} is left out");
+            assert!(
+                note.contains(&format!("{name}: ")),
+                "{rel}: {note:?} names {name}"
+            );
+        }
+        let approx: Vec<&str> = t["computed_approx"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap())
+            .collect();
+        for (name, want) in computed {
+            let batches = ctx
+                .sql(&format!("SELECT \"{name}\" FROM t"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap_or_else(|e| panic!("{rel}: {name}: {e}"));
+            let want = want.as_array().unwrap();
+            let mut k = 0;
+            for b in &batches {
+                let c = b.column(0);
+                for i in 0..c.len() {
+                    let got = json_of(c.as_ref(), i);
+                    let same = match (got.as_f64(), want[k].as_f64()) {
+                        (Some(x), Some(y)) if approx.contains(&name.as_str()) => {
+                            (x - y).abs() <= 4.0 * f64::EPSILON * x.abs().max(y.abs())
+                        }
+                        // A declared float dtype over integer results (`f32`): the same number.
+                        (Some(x), Some(y)) => x == y,
+                        _ => got == want[k],
+                    };
+                    assert!(same, "{rel}: {name}[{k}] = {got}, want {}", want[k]);
+                    k += 1;
+                }
+            }
+            assert_eq!(k, want.len(), "{rel}: {name}: rows");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "{checked} computed columns checked");
+}

@@ -346,6 +346,11 @@ async fn run(cli: Cli) -> CliResult {
             if let Some(a) = meta.get(ATTRS_KEY) {
                 outln!("attributes: {a}");
             }
+            if let Some(n) = meta.get(datafusion_blosc2::provider::computed::OMITTED_KEY) {
+                for line in n.lines() {
+                    outln!("computed column left out: {line}");
+                }
+            }
             Ok(())
         }
         Command::Export {
