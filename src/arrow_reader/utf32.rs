@@ -9,7 +9,7 @@
 //! a `Vec<u32>` and a `String` per value before: 12 ns against 33 when ASCII, 15 against 34
 //! with one value in ten not, and 34 either way when every value has a non-ASCII letter
 //! (`benches/README.md`, session 32). Values of up to 32 units are read as fixed windows
-//! of 4, 8, 16 or 32 units ([`push_windowed`]), which the compiler vectorizes: 8.4 ns per
+//! of 4, 8, 16 or 32 units (`push_windowed`), which the compiler vectorizes: 8.4 ns per
 //! ASCII `<U12` value in cache, 10.2 with one in ten not (11.7 and 14.3 before; session 36).
 
 use arrow::array::{ArrayRef, GenericStringArray, OffsetSizeTrait};

@@ -1,7 +1,9 @@
-//! Aggregates fused into the scan: an ungrouped `sum`, `avg` or `count` straight over a
-//! [`Blosc2Exec`] is folded as the scan's batches arrive, without the `CAST` copies and
-//! per-batch work of DataFusion's partial `AggregateExec` (which cost about 80 % of the
-//! LZ4 decode of a `Float32` column on a full-column `sum`).
+//! Aggregates fused into the scan: a `sum`, `avg` or `count` straight over a
+//! [`Blosc2Exec`], ungrouped or grouped by one array coordinate (`GROUP BY dim_k`, in
+//! dense states over the coordinate's exact range: `grouped.rs`), is folded as the scan's
+//! batches arrive, without the `CAST` copies and per-batch work of DataFusion's partial
+//! `AggregateExec` (which cost about 80 % of the LZ4 decode of a `Float32` column on a
+//! full-column `sum`, and DataFusion's hashing of the keys when grouped).
 //!
 //! [`Blosc2AggregatePushdown`] is a physical optimizer rule. It replaces
 //! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and casts) over a
@@ -11,10 +13,12 @@
 //! `AggregateExec(Single)` gets the aggregates' values the same way; a multi-file table (a
 //! union of scans) gets one fused node per member. The scan under a fused node yields
 //! whole scan units instead of `batch_size` slices. Anything the rule does not recognise
-//! exactly (grouping, `DISTINCT`, `FILTER`, other functions, decimals, casts that are not
-//! widenings) keeps DataFusion's plan.
+//! exactly (grouping by anything but one coordinate, `DISTINCT`, `FILTER`, other
+//! functions, decimals, casts that are not widenings, a group limit) keeps DataFusion's
+//! plan.
 
 mod fold;
+mod grouped;
 
 use super::exec::Blosc2Exec;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
@@ -42,10 +46,11 @@ use datafusion::physical_plan::{
 pub use fold::{AggKind, SumType};
 use fold::{AggState, Sum};
 use futures::StreamExt;
+use grouped::GroupedStates;
 use std::fmt;
 use std::sync::Arc;
 
-/// The physical optimizer rule that fuses ungrouped `sum`/`avg`/`count` into Blosc2 scans
+/// The physical optimizer rule that fuses `sum`/`avg`/`count` into Blosc2 scans
 /// (see the module docs). [`crate::provider::Blosc2SessionExt`] installs it.
 #[derive(Debug, Default)]
 pub struct Blosc2AggregatePushdown;
@@ -100,12 +105,21 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         AggregateMode::Single if partitions == 1 => Output::Final,
         _ => return None,
     };
-    if !agg.group_expr().is_empty() || agg.filter_expr().iter().any(Option::is_some) {
+    if agg.filter_expr().iter().any(Option::is_some) || agg.limit_options().is_some() {
         return None;
     }
     let (below, projection) = match agg.input().downcast_ref::<ProjectionExec>() {
         Some(p) => (p.input(), Some(p)),
         None => (agg.input(), None),
+    };
+    // Grouping: none, or one array coordinate (a scan column with exact bounds below).
+    let group_column = match agg.group_expr() {
+        g if g.is_empty() => None,
+        g if g.is_single() && g.expr().len() == 1 => match resolve(&g.expr()[0].0, projection)? {
+            Arg::Column(c, None) => Some(c),
+            _ => return None,
+        },
+        _ => return None,
     };
     // The scans: one, or a multi-file table's union of them (whose partitions are its
     // members' partitions, so one fused node per member yields the same rows).
@@ -122,29 +136,71 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         .map(|a| fused_aggregate(a, projection, &scan_schema))
         .collect::<Option<Vec<_>>>()?;
     let schema = agg.schema();
-    let types = output_types(&aggs, output);
+    let key_type = group_column.map(|_| DataType::Int64);
+    let types = key_type.into_iter().chain(output_types(&aggs, output));
     if !types.eq(schema.fields().iter().map(|f| f.data_type().clone())) {
         return None;
     }
+    // Each scan's bound on the key: the coordinate's exact range in its statistics.
+    let groups: Vec<Option<Group>> = match group_column {
+        None => scans.iter().map(|_| None).collect(),
+        Some(c) => scans
+            .iter()
+            .map(|s| coordinate_bound(s, c).map(|bound| Some(Group { column: c, bound })))
+            .collect::<Option<_>>()?,
+    };
     // Rebuilt only once the aggregates are known to fuse (a rebuild copies the scan's
     // unit lists).
     let scans: Vec<_> = scans
         .into_iter()
         .map(unit_batch_scan)
         .collect::<Option<_>>()?;
-    let fused = |s: Arc<dyn ExecutionPlan>| -> Arc<dyn ExecutionPlan> {
+    let fused = |(s, group): (Arc<dyn ExecutionPlan>, Option<Group>)| -> Arc<dyn ExecutionPlan> {
         let aggs = aggs.clone();
         Arc::new(Blosc2AggregateExec::new(
             s,
             aggs,
+            group,
             output,
             Arc::clone(&schema),
         ))
     };
-    let mut fused: Vec<_> = scans.into_iter().map(fused).collect();
+    let mut fused: Vec<_> = scans.into_iter().zip(groups).map(fused).collect();
     match union {
         Some(_) => UnionExec::try_new(fused).ok(),
         None => fused.pop(),
+    }
+}
+
+/// The most groups a fused node keeps (dense states: 24 bytes per group and aggregate).
+const MAX_GROUPS: u64 = 1 << 20;
+
+/// The grouping of a fused node: by scan column `column`, whose values lie in `0..bound`.
+#[derive(Debug, Clone, Copy)]
+pub struct Group {
+    /// The key column of the scan.
+    pub column: usize,
+    /// One past the largest key.
+    pub bound: usize,
+}
+
+/// One past the largest value of scan column `c`, when the scan's statistics bound it
+/// exactly to `0..=max` with `max < MAX_GROUPS` (as they do array coordinates).
+fn coordinate_bound(scan: &Arc<dyn ExecutionPlan>, c: usize) -> Option<usize> {
+    use datafusion::common::ScalarValue;
+    use datafusion::common::stats::Precision;
+    use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
+    let stats = StatisticsContext::new()
+        .compute(scan.as_ref(), &StatisticsArgs::new())
+        .ok()?;
+    let col = stats.column_statistics.get(c)?;
+    match (&col.min_value, &col.max_value, &col.null_count) {
+        (
+            Precision::Exact(ScalarValue::Int64(Some(lo))),
+            Precision::Exact(ScalarValue::Int64(Some(hi))),
+            Precision::Exact(0),
+        ) if *lo >= 0 && (*hi as u64) < MAX_GROUPS && hi >= lo => Some(*hi as usize + 1),
+        _ => None,
     }
 }
 
@@ -268,6 +324,7 @@ fn output_types(aggs: &[FusedAggregate], output: Output) -> impl Iterator<Item =
 pub struct Blosc2AggregateExec {
     input: Arc<dyn ExecutionPlan>,
     aggs: Vec<FusedAggregate>,
+    group: Option<Group>,
     output: Output,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
@@ -275,11 +332,13 @@ pub struct Blosc2AggregateExec {
 }
 
 impl Blosc2AggregateExec {
-    /// The fused aggregation of `aggs` over `input`, producing `output` in `schema` (the
-    /// output schema of the `AggregateExec` it replaces).
+    /// The fused aggregation of `aggs` over `input`, grouped by `group` if given,
+    /// producing `output` in `schema` (the output schema of the `AggregateExec` it
+    /// replaces: the key first when grouped).
     pub fn new(
         input: Arc<dyn ExecutionPlan>,
         aggs: Vec<FusedAggregate>,
+        group: Option<Group>,
         output: Output,
         schema: SchemaRef,
     ) -> Self {
@@ -293,6 +352,7 @@ impl Blosc2AggregateExec {
         Self {
             input,
             aggs,
+            group,
             output,
             schema,
             props: Arc::new(props),
@@ -313,11 +373,12 @@ impl DisplayAs for Blosc2AggregateExec {
             Output::PartialState => "Partial",
             Output::Final => "Single",
         };
-        write!(
-            f,
-            "Blosc2AggregateExec: mode={mode}, aggr=[{}]",
-            names.join(", ")
-        )
+        write!(f, "Blosc2AggregateExec: mode={mode}, ")?;
+        if let Some(g) = &self.group {
+            write!(f, "gby=[{}], ", self.schema.field(0).name())?;
+            let _ = g;
+        }
+        write!(f, "aggr=[{}]", names.join(", "))
     }
 }
 
@@ -350,6 +411,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
         Ok(Arc::new(Self::new(
             input,
             self.aggs.clone(),
+            self.group,
             self.output,
             Arc::clone(&self.schema),
         )))
@@ -365,6 +427,24 @@ impl ExecutionPlan for Blosc2AggregateExec {
         let output = self.output;
         let schema = Arc::clone(&self.schema);
         let baseline = BaselineMetrics::new(&self.metrics, partition);
+        if let Some(group) = self.group {
+            let out = futures::stream::once(async move {
+                let mut states = GroupedStates::new(&aggs, group.bound);
+                while let Some(batch) = input.next().await {
+                    let batch = batch?;
+                    let _t = baseline.elapsed_compute().timer();
+                    states.add_batch(&batch, group.column, &aggs)?;
+                }
+                let batch = states.output(&schema, &aggs, output)?;
+                baseline.record_output(batch.num_rows());
+                baseline.done();
+                Ok(batch)
+            });
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                Arc::clone(&self.schema),
+                out,
+            )));
+        }
         let out = futures::stream::once(async move {
             let mut states: Vec<AggState> = aggs
                 .iter()

@@ -1,0 +1,480 @@
+//! The states of a fused aggregation grouped by one array coordinate (`GROUP BY dim_k`).
+//! A coordinate lies in `0..shape[k]`, so the states are dense vectors indexed by it: a
+//! row costs an indexed add, and a run of rows with the same coordinate (a row of the
+//! array, grouped by `dim_0`) one slice sum. Semantics are those of [`super::fold`].
+
+use super::FusedAggregate;
+use super::fold::{AggKind, SumType};
+use crate::chunk::simd::reduce::{self, AsF64, AsI64};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{
+    DataType, Float16Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    SchemaRef, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use datafusion::error::{DataFusionError, Result};
+use std::sync::Arc;
+
+/// Per-group sums of one aggregate.
+#[derive(Debug)]
+enum Sums {
+    /// `count` keeps none.
+    None,
+    I64(Vec<i64>),
+    U64(Vec<u64>),
+    F64(Vec<f64>),
+}
+
+/// Per-group states of all the aggregates of a fused node.
+#[derive(Debug)]
+pub struct GroupedStates {
+    /// Rows per group (a group exists once a row has its key).
+    rows: Vec<u64>,
+    /// Per aggregate: values counted per group, and sums.
+    counts: Vec<Vec<u64>>,
+    sums: Vec<Sums>,
+}
+
+impl GroupedStates {
+    /// States for keys `0..bound`.
+    pub fn new(aggs: &[FusedAggregate], bound: usize) -> Self {
+        GroupedStates {
+            rows: vec![0; bound],
+            counts: aggs.iter().map(|_| vec![0; bound]).collect(),
+            sums: aggs
+                .iter()
+                .map(|a| match (a.kind, a.sum_type) {
+                    (AggKind::Count, _) | (_, None) => Sums::None,
+                    (_, Some(SumType::I64)) => Sums::I64(vec![0; bound]),
+                    (_, Some(SumType::U64)) => Sums::U64(vec![0; bound]),
+                    (_, Some(SumType::F64)) => Sums::F64(vec![0.0; bound]),
+                })
+                .collect(),
+        }
+    }
+
+    /// Folds `batch` in, its rows' keys in column `key` (Int64, no nulls).
+    ///
+    /// # Errors
+    /// A key column that is not a non-null `Int64` within the bound (the rule admits only
+    /// array coordinates, whose bound is the array's shape).
+    pub fn add_batch(
+        &mut self,
+        batch: &RecordBatch,
+        key: usize,
+        aggs: &[FusedAggregate],
+    ) -> Result<()> {
+        let k = batch.column(key);
+        let keys = k
+            .as_primitive_opt::<Int64Type>()
+            .filter(|_| k.null_count() == 0);
+        let bound = self.rows.len() as u64;
+        let Some(keys) = keys.filter(|a| a.values().iter().all(|&x| (x as u64) < bound)) else {
+            return Err(DataFusionError::Internal(format!(
+                "grouped Blosc2 aggregate: keys are not coordinates below {bound}"
+            )));
+        };
+        let keys = keys.values();
+        for_runs(keys, |g, i, j| self.rows[g] += (j - i) as u64);
+        for ((a, counts), sums) in aggs.iter().zip(&mut self.counts).zip(&mut self.sums) {
+            let Some(c) = a.column else {
+                for_runs(keys, |g, i, j| counts[g] += (j - i) as u64);
+                continue;
+            };
+            let col = batch.column(c);
+            let nulls = col.logical_nulls();
+            let nulls = nulls.as_ref().filter(|n| n.null_count() > 0);
+            match sums {
+                Sums::None => match nulls {
+                    Some(n) => n
+                        .valid_indices()
+                        .for_each(|i| counts[keys[i] as usize] += 1),
+                    None => for_runs(keys, |g, i, j| counts[g] += (j - i) as u64),
+                },
+                Sums::F64(s) => add_floats(col, keys, nulls, counts, s),
+                Sums::I64(s) => {
+                    add_ints(col, keys, nulls, counts, |g, x| s[g] = s[g].wrapping_add(x))
+                }
+                Sums::U64(s) => add_ints(col, keys, nulls, counts, |g, x| {
+                    s[g] = s[g].wrapping_add(x as u64)
+                }),
+            }
+        }
+        Ok(())
+    }
+
+    /// The output rows, one per group with rows, the key first (`schema`'s order): per
+    /// aggregate the columns of [`super::output_types`].
+    pub fn output(
+        &self,
+        schema: &SchemaRef,
+        aggs: &[FusedAggregate],
+        output: super::Output,
+    ) -> Result<RecordBatch> {
+        let groups: Vec<usize> = (0..self.rows.len()).filter(|&g| self.rows[g] > 0).collect();
+        let mut cols: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter_values(
+            groups.iter().map(|&g| g as i64),
+        ))];
+        for ((a, counts), sums) in aggs.iter().zip(&self.counts).zip(&self.sums) {
+            let some = |g: usize| counts[g] > 0;
+            let sum: ArrayRef = match sums {
+                Sums::I64(s) => Arc::new(Int64Array::from_iter(
+                    groups.iter().map(|&g| some(g).then_some(s[g])),
+                )),
+                Sums::U64(s) => Arc::new(UInt64Array::from_iter(
+                    groups.iter().map(|&g| some(g).then_some(s[g])),
+                )),
+                Sums::F64(s) => Arc::new(Float64Array::from_iter(
+                    groups.iter().map(|&g| some(g).then_some(s[g])),
+                )),
+                Sums::None => Arc::new(Int64Array::from_iter_values(
+                    groups.iter().map(|&g| counts[g] as i64),
+                )),
+            };
+            match (a.kind, sums) {
+                (AggKind::Count, _) | (_, Sums::None) => cols.push(Arc::new(
+                    Int64Array::from_iter_values(groups.iter().map(|&g| counts[g] as i64)),
+                )),
+                (AggKind::Sum, _) => cols.push(sum),
+                (AggKind::Avg, Sums::F64(s)) if output == super::Output::Final => {
+                    cols.push(Arc::new(Float64Array::from_iter(
+                        groups
+                            .iter()
+                            .map(|&g| some(g).then(|| s[g] / counts[g] as f64)),
+                    )));
+                }
+                (AggKind::Avg, _) => {
+                    cols.push(Arc::new(UInt64Array::from_iter_values(
+                        groups.iter().map(|&g| counts[g]),
+                    )));
+                    cols.push(sum);
+                }
+            }
+        }
+        Ok(RecordBatch::try_new(Arc::clone(schema), cols)?)
+    }
+}
+
+/// Calls `f(key, start, end)` for each run of equal keys.
+#[inline(always)]
+fn for_runs(keys: &[i64], mut f: impl FnMut(usize, usize, usize)) {
+    let mut i = 0;
+    while i < keys.len() {
+        let k = keys[i];
+        let mut j = i + 1;
+        while j < keys.len() && keys[j] == k {
+            j += 1;
+        }
+        f(k as usize, i, j);
+        i = j;
+    }
+}
+
+/// Runs at least this long are summed as slices (vectorized), shorter ones value by value.
+const SLICE_RUN: usize = 16;
+
+fn add_floats(
+    col: &ArrayRef,
+    keys: &[i64],
+    nulls: Option<&NullBuffer>,
+    counts: &mut [u64],
+    sums: &mut [f64],
+) {
+    fn go<T: AsF64>(
+        v: &[T],
+        keys: &[i64],
+        nulls: Option<&NullBuffer>,
+        counts: &mut [u64],
+        sums: &mut [f64],
+    ) {
+        match nulls {
+            Some(n) => n.valid_indices().for_each(|i| {
+                let g = keys[i] as usize;
+                counts[g] += 1;
+                sums[g] += v[i].as_f64();
+            }),
+            None => for_runs(keys, |g, i, j| {
+                counts[g] += (j - i) as u64;
+                sums[g] += if j - i >= SLICE_RUN {
+                    reduce::sum_f64(&v[i..j])
+                } else {
+                    v[i..j].iter().map(|x| x.as_f64()).sum::<f64>()
+                };
+            }),
+        }
+    }
+    match col.data_type() {
+        DataType::Float16 => {
+            let v = col.as_primitive::<Float16Type>().values();
+            let w: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+            go(&w, keys, nulls, counts, sums)
+        }
+        DataType::Float32 => go(
+            col.as_primitive::<Float32Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        DataType::Float64 => go(
+            col.as_primitive::<Float64Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        DataType::Int8 => go(
+            col.as_primitive::<Int8Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        DataType::Int16 => go(
+            col.as_primitive::<Int16Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        DataType::Int32 => go(
+            col.as_primitive::<Int32Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        DataType::Int64 => go(
+            col.as_primitive::<Int64Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        DataType::UInt8 => go(
+            col.as_primitive::<UInt8Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        DataType::UInt16 => go(
+            col.as_primitive::<UInt16Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        DataType::UInt32 => go(
+            col.as_primitive::<UInt32Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        DataType::UInt64 => go(
+            col.as_primitive::<UInt64Type>().values(),
+            keys,
+            nulls,
+            counts,
+            sums,
+        ),
+        // The rule admits no other type (`SumType::of`).
+        _ => {}
+    }
+}
+
+fn add_ints(
+    col: &ArrayRef,
+    keys: &[i64],
+    nulls: Option<&NullBuffer>,
+    counts: &mut [u64],
+    mut add: impl FnMut(usize, i64),
+) {
+    fn go<T: AsI64>(
+        v: &[T],
+        keys: &[i64],
+        nulls: Option<&NullBuffer>,
+        counts: &mut [u64],
+        add: &mut impl FnMut(usize, i64),
+    ) {
+        match nulls {
+            Some(n) => n.valid_indices().for_each(|i| {
+                let g = keys[i] as usize;
+                counts[g] += 1;
+                add(g, v[i].as_i64());
+            }),
+            None => for_runs(keys, |g, i, j| {
+                counts[g] += (j - i) as u64;
+                add(
+                    g,
+                    if j - i >= SLICE_RUN {
+                        reduce::sum_wrapping(&v[i..j])
+                    } else {
+                        v[i..j].iter().fold(0i64, |a, x| a.wrapping_add(x.as_i64()))
+                    },
+                );
+            }),
+        }
+    }
+    let a = &mut add;
+    match col.data_type() {
+        DataType::Int8 => go(
+            col.as_primitive::<Int8Type>().values(),
+            keys,
+            nulls,
+            counts,
+            a,
+        ),
+        DataType::Int16 => go(
+            col.as_primitive::<Int16Type>().values(),
+            keys,
+            nulls,
+            counts,
+            a,
+        ),
+        DataType::Int32 => go(
+            col.as_primitive::<Int32Type>().values(),
+            keys,
+            nulls,
+            counts,
+            a,
+        ),
+        DataType::Int64 => go(
+            col.as_primitive::<Int64Type>().values(),
+            keys,
+            nulls,
+            counts,
+            a,
+        ),
+        DataType::UInt8 => go(
+            col.as_primitive::<UInt8Type>().values(),
+            keys,
+            nulls,
+            counts,
+            a,
+        ),
+        DataType::UInt16 => go(
+            col.as_primitive::<UInt16Type>().values(),
+            keys,
+            nulls,
+            counts,
+            a,
+        ),
+        DataType::UInt32 => go(
+            col.as_primitive::<UInt32Type>().values(),
+            keys,
+            nulls,
+            counts,
+            a,
+        ),
+        DataType::UInt64 => go(
+            col.as_primitive::<UInt64Type>().values(),
+            keys,
+            nulls,
+            counts,
+            a,
+        ),
+        // The rule admits no other type (`SumType::of`).
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::aggregate::Output;
+    use arrow::array::{Float32Array, Int8Array};
+    use arrow::datatypes::{Field, Schema};
+
+    fn agg(kind: AggKind, column: Option<usize>, sum_type: Option<SumType>) -> FusedAggregate {
+        FusedAggregate {
+            kind,
+            column,
+            sum_type,
+            name: String::new(),
+        }
+    }
+
+    /// Runs long and short, nulls, wrapping integer sums, a group with no value (null
+    /// sum), a key never seen (no row): against sums written out by hand.
+    #[test]
+    fn groups_fold_like_the_ungrouped_states() {
+        let keys: Vec<i64> = [vec![0; 20], vec![2, 3, 2, 3], vec![3; 3]].concat();
+        let n = keys.len();
+        let floats: Vec<Option<f32>> = (0..n)
+            .map(|i| {
+                (i % 5 != 4 && !(20..24).contains(&i) || i == 20 || i == 22).then_some(i as f32)
+            })
+            .collect();
+        let ints: Vec<i8> = (0..n).map(|_| 100).collect();
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("k", DataType::Int64, false),
+                Field::new("f", DataType::Float32, true),
+                Field::new("i", DataType::Int8, false),
+            ])),
+            vec![
+                Arc::new(Int64Array::from(keys.clone())),
+                Arc::new(Float32Array::from(floats.clone())),
+                Arc::new(Int8Array::from(ints)),
+            ],
+        )
+        .unwrap();
+        let aggs = [
+            agg(AggKind::Count, None, None),
+            agg(AggKind::Avg, Some(1), Some(SumType::F64)),
+            agg(AggKind::Sum, Some(2), Some(SumType::I64)),
+            agg(AggKind::Count, Some(1), None),
+        ];
+        let mut states = GroupedStates::new(&aggs, 5);
+        states.add_batch(&batch, 0, &aggs).unwrap();
+        states.add_batch(&batch, 0, &aggs).unwrap();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("rows", DataType::Int64, false),
+            Field::new("avg", DataType::Float64, true),
+            Field::new("sum", DataType::Int64, true),
+            Field::new("count", DataType::Int64, false),
+        ]));
+        let out = states.output(&schema, &aggs, Output::Final).unwrap();
+        let col = |c: usize| out.column(c).clone();
+        assert_eq!(col(0).as_primitive::<Int64Type>().values(), &[0, 2, 3]);
+        assert_eq!(col(1).as_primitive::<Int64Type>().values(), &[40, 4, 10]);
+        let want = |g: i64| {
+            let v: Vec<f64> = keys
+                .iter()
+                .zip(&floats)
+                .filter(|(k, f)| **k == g && f.is_some())
+                .map(|(_, f)| f.unwrap() as f64)
+                .collect();
+            (v.len(), v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let avg = col(2);
+        let avg = avg.as_primitive::<Float64Type>();
+        for (row, g) in [0, 2, 3].into_iter().enumerate() {
+            let (count, mean) = want(g);
+            assert_eq!(
+                col(4).as_primitive::<Int64Type>().value(row),
+                2 * count as i64
+            );
+            assert_eq!(avg.is_null(row), count == 0, "group {g}");
+            if count > 0 {
+                assert!((avg.value(row) - mean).abs() < 1e-12, "group {g}");
+            }
+        }
+        // 40 × 100 in i64, no i8 overflow.
+        assert_eq!(col(3).as_primitive::<Int64Type>().value(0), 4000);
+        let bad = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)])),
+            vec![Arc::new(Int64Array::from(vec![5]))],
+        )
+        .unwrap();
+        let count = [agg(AggKind::Count, None, None)];
+        assert!(
+            GroupedStates::new(&count, 5)
+                .add_batch(&bad, 0, &count)
+                .is_err()
+        );
+    }
+}
