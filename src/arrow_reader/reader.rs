@@ -705,14 +705,33 @@ pub(crate) fn value_column(
     cast_to(col, full.field(p).data_type())
 }
 
-/// The `dim_d` coordinate column of a C-ordered box.
+/// The `dim_d` coordinate column of the first `n` elements of a C-ordered box: each
+/// coordinate of the box's range along `d` repeated once per element of the inner
+/// dimensions, the range repeated for each outer index. Written a run at a time (a
+/// division and a remainder per element took half of a `GROUP BY dim_0` over 67 M
+/// elements).
 fn dim_column(bx: &[Range<u64>], d: usize, n: usize) -> ArrayRef {
-    let inner: u64 = bx[d + 1..].iter().map(|r| r.end - r.start).product();
-    let len = bx[d].end - bx[d].start;
-    let start = bx[d].start;
-    let vals: Vec<i64> = (0..n as u64)
-        .map(|i| (start + (i / inner.max(1)) % len.max(1)) as i64)
-        .collect();
+    let inner = bx[d + 1..]
+        .iter()
+        .map(|r| r.end - r.start)
+        .product::<u64>()
+        .max(1) as usize;
+    let coords = bx[d].start as i64..bx[d].end as i64;
+    let mut vals: Vec<i64> = Vec::with_capacity(n);
+    while vals.len() < n && !coords.is_empty() {
+        if inner == 1 {
+            vals.extend(coords.clone().take(n - vals.len()));
+            continue;
+        }
+        for c in coords.clone() {
+            let run = inner.min(n - vals.len());
+            vals.extend(std::iter::repeat_n(c, run));
+            if vals.len() == n {
+                break;
+            }
+        }
+    }
+    vals.resize(n, bx[d].start as i64);
     Arc::new(Int64Array::from(vals))
 }
 
@@ -733,4 +752,41 @@ pub async fn read_all(ds: Arc<Dataset>, max_rows: u64) -> Result<(Arc<Schema>, V
         out.push(reader.read(u, &mut stats).await?);
     }
     Ok((reader.schema(), out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+
+    /// Each element's coordinate along `d`, by division, for boxes of 1–3 dimensions
+    /// (ranges not starting at 0, a dimension of length 1) and prefixes of them.
+    #[test]
+    fn dim_columns_hold_each_elements_coordinate() {
+        let boxes: [&[Range<u64>]; 4] = [
+            &[5..12],
+            &[3..6, 10..14],
+            &[0..2, 7..8, 4..9],
+            &[2..4, 0..3, 1..2],
+        ];
+        for bx in boxes {
+            let total: u64 = bx.iter().map(|r| r.end - r.start).product();
+            for d in 0..bx.len() {
+                for n in [0, 1, total as usize / 2 + 1, total as usize] {
+                    let inner: u64 = bx[d + 1..].iter().map(|r| r.end - r.start).product();
+                    let len = bx[d].end - bx[d].start;
+                    let want: Vec<i64> = (0..n as u64)
+                        .map(|i| (bx[d].start + (i / inner) % len) as i64)
+                        .collect();
+                    let got = dim_column(bx, d, n);
+                    assert_eq!(
+                        got.as_primitive::<Int64Type>().values(),
+                        &want[..],
+                        "{bx:?} d {d} n {n}"
+                    );
+                }
+            }
+        }
+    }
 }
