@@ -57,14 +57,11 @@ impl Blosc2Table {
             Dataset::Table(t) => ComputedColumns::of_table(t, &stored),
             Dataset::Array(_) => ComputedColumns::default(),
         };
-        // Both schemas carry the same metadata (DataFusion checks that scans report the
-        // table's).
-        let schema = full_schema(&stored, &computed);
-        let stored = Schema::new_with_metadata(stored.fields().clone(), schema.metadata().clone());
+        let (schema, stored) = schemas(&stored, &computed);
         Blosc2Table {
             ds: Arc::new(ds),
-            schema: Arc::new(schema),
-            stored: Arc::new(stored),
+            schema,
+            stored,
             computed: Arc::new(computed),
             value_pruning: true,
             zone_maps: Some(Arc::default()),
@@ -88,11 +85,8 @@ impl Blosc2Table {
     /// Replaces the schema-level metadata (attributes, kind) the table reports and its
     /// scans produce.
     pub fn with_schema_metadata(mut self, meta: std::collections::HashMap<String, String>) -> Self {
-        self.stored = Arc::new(arrow::datatypes::Schema::new_with_metadata(
-            self.stored.fields().clone(),
-            meta,
-        ));
-        self.schema = Arc::new(full_schema(&self.stored, &self.computed));
+        let stored = Schema::new_with_metadata(self.stored.fields().clone(), meta);
+        (self.schema, self.stored) = schemas(&stored, &self.computed);
         self
     }
 
@@ -352,6 +346,14 @@ impl Blosc2Table {
             .with_text_matches(text_matches),
         ))
     }
+}
+
+/// The table's schema (`stored`, then the computed columns) and the stored one, both with
+/// the table's metadata (DataFusion checks that a scan reports the table's).
+fn schemas(stored: &Schema, computed: &ComputedColumns) -> (SchemaRef, SchemaRef) {
+    let schema = full_schema(stored, computed);
+    let stored = Schema::new_with_metadata(stored.fields().clone(), schema.metadata().clone());
+    (Arc::new(schema), Arc::new(stored))
 }
 
 /// The filters a scan of `t` can test on stored records: equalities

@@ -170,6 +170,20 @@ fn for_runs(keys: &[i64], mut f: impl FnMut(usize, usize, usize)) {
     }
 }
 
+/// `$body` with `$v` the values of primitive column `$col` for each listed type; nothing
+/// for another type (the rule admits none: `SumType::of`).
+macro_rules! by_type {
+    ($col:expr, $v:ident => $body:expr; $($dt:ident => $t:ty),*) => {
+        match $col.data_type() {
+            $(DataType::$dt => {
+                let $v = $col.as_primitive::<$t>().values();
+                $body
+            })*
+            _ => {}
+        }
+    };
+}
+
 /// Runs at least this long are summed as slices (vectorized), shorter ones value by value.
 const SLICE_RUN: usize = 16;
 
@@ -203,85 +217,14 @@ fn add_floats(
             }),
         }
     }
-    match col.data_type() {
-        DataType::Float16 => {
-            let v = col.as_primitive::<Float16Type>().values();
-            let w: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
-            go(&w, keys, nulls, counts, sums)
-        }
-        DataType::Float32 => go(
-            col.as_primitive::<Float32Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        DataType::Float64 => go(
-            col.as_primitive::<Float64Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        DataType::Int8 => go(
-            col.as_primitive::<Int8Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        DataType::Int16 => go(
-            col.as_primitive::<Int16Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        DataType::Int32 => go(
-            col.as_primitive::<Int32Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        DataType::Int64 => go(
-            col.as_primitive::<Int64Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        DataType::UInt8 => go(
-            col.as_primitive::<UInt8Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        DataType::UInt16 => go(
-            col.as_primitive::<UInt16Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        DataType::UInt32 => go(
-            col.as_primitive::<UInt32Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        DataType::UInt64 => go(
-            col.as_primitive::<UInt64Type>().values(),
-            keys,
-            nulls,
-            counts,
-            sums,
-        ),
-        // The rule admits no other type (`SumType::of`).
-        _ => {}
+    if let Some(v) = col.as_primitive_opt::<Float16Type>() {
+        let w: Vec<f64> = v.values().iter().map(|&x| f64::from(x)).collect();
+        return go(&w, keys, nulls, counts, sums);
     }
+    by_type!(col, v => go(v, keys, nulls, counts, sums);
+        Float32 => Float32Type, Float64 => Float64Type, Int8 => Int8Type, Int16 => Int16Type,
+        Int32 => Int32Type, Int64 => Int64Type, UInt8 => UInt8Type, UInt16 => UInt16Type,
+        UInt32 => UInt32Type, UInt64 => UInt64Type);
 }
 
 fn add_ints(
@@ -318,66 +261,9 @@ fn add_ints(
         }
     }
     let a = &mut add;
-    match col.data_type() {
-        DataType::Int8 => go(
-            col.as_primitive::<Int8Type>().values(),
-            keys,
-            nulls,
-            counts,
-            a,
-        ),
-        DataType::Int16 => go(
-            col.as_primitive::<Int16Type>().values(),
-            keys,
-            nulls,
-            counts,
-            a,
-        ),
-        DataType::Int32 => go(
-            col.as_primitive::<Int32Type>().values(),
-            keys,
-            nulls,
-            counts,
-            a,
-        ),
-        DataType::Int64 => go(
-            col.as_primitive::<Int64Type>().values(),
-            keys,
-            nulls,
-            counts,
-            a,
-        ),
-        DataType::UInt8 => go(
-            col.as_primitive::<UInt8Type>().values(),
-            keys,
-            nulls,
-            counts,
-            a,
-        ),
-        DataType::UInt16 => go(
-            col.as_primitive::<UInt16Type>().values(),
-            keys,
-            nulls,
-            counts,
-            a,
-        ),
-        DataType::UInt32 => go(
-            col.as_primitive::<UInt32Type>().values(),
-            keys,
-            nulls,
-            counts,
-            a,
-        ),
-        DataType::UInt64 => go(
-            col.as_primitive::<UInt64Type>().values(),
-            keys,
-            nulls,
-            counts,
-            a,
-        ),
-        // The rule admits no other type (`SumType::of`).
-        _ => {}
-    }
+    by_type!(col, v => go(v, keys, nulls, counts, a);
+        Int8 => Int8Type, Int16 => Int16Type, Int32 => Int32Type, Int64 => Int64Type,
+        UInt8 => UInt8Type, UInt16 => UInt16Type, UInt32 => UInt32Type, UInt64 => UInt64Type);
 }
 
 #[cfg(test)]
