@@ -16,6 +16,7 @@ use crate::array::table::Table;
 use crate::arrow_reader::schema::arrow_type;
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion::common::{Column, DFSchema, ScalarValue};
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::{
     Cast, Expr, ExprSchemable, Operator, ScalarUDF, binary_expr, lit, when,
@@ -38,18 +39,35 @@ pub struct ComputedColumns {
 impl ComputedColumns {
     /// The computed columns of `t`, translated against its stored columns (`stored`).
     pub fn of_table(t: &Table, stored: &Schema) -> ComputedColumns {
+        Self::new(&t.computed, stored)
+    }
+
+    /// `computed` translated against the stored columns `stored`.
+    pub fn new(computed: &[ComputedColumn], stored: &Schema) -> ComputedColumns {
         let mut out = ComputedColumns::default();
         let Ok(df_schema) = DFSchema::try_from(stored.clone()) else {
             return out;
         };
-        for c in &t.computed {
+        // Each expression is planned once here, so that one DataFusion cannot evaluate
+        // (e.g. `-x` of an unsigned column) is left out rather than failing every query.
+        let planner = std::cell::OnceCell::new();
+        let plannable = |e: &Expr| {
+            let state: &SessionState = planner.get_or_init(|| SessionStateBuilder::new().build());
+            state
+                .create_physical_expr(e.clone(), &df_schema)
+                .map(|_| ())
+                .map_err(|err| err.strip_backtrace())
+        };
+        for c in computed {
             if stored.index_of(&c.name).is_ok() {
                 continue; // A stored column of that name wins (as python-blosc2 refuses both).
             }
             match c.definition.as_ref().map_err(String::clone).and_then(|d| {
                 let e = translate(&d.tree, c, &df_schema)?;
                 let nullable = e.nullable(&df_schema).map_err(|e| e.to_string())?;
-                Ok(typed(&c.name, e, d, nullable))
+                let (field, e) = typed(&c.name, e, d, nullable);
+                plannable(&e)?;
+                Ok((field, e))
             }) {
                 Ok((field, e)) => out.columns.push((field, e)),
                 Err(why) => out.omitted.push((c.name.clone(), why)),
@@ -439,6 +457,31 @@ mod tests {
         let c = column(deps, expr);
         let tree = &c.definition.as_ref().unwrap().tree;
         translate(tree, &c, &schema())
+    }
+
+    /// Columns DataFusion cannot plan are left out with its reason; the others kept,
+    /// typed as declared.
+    #[test]
+    fn unplannable_columns_are_left_out() {
+        let stored = Schema::new(vec![
+            Field::new("u", DataType::UInt8, false),
+            Field::new("f", DataType::Float64, true),
+        ]);
+        let mut neg = column(&["u"], "-o0");
+        neg.name = "neg".into();
+        let mut half = column(&["f"], "o0 / 2");
+        half.name = "half".into();
+        let c = ComputedColumns::new(&[neg, half], &stored);
+        assert_eq!(c.columns.len(), 1);
+        assert_eq!(c.columns[0].0.name(), "half");
+        assert!(c.columns[0].0.is_nullable());
+        assert_eq!(c.omitted.len(), 1);
+        assert_eq!(c.omitted[0].0, "neg");
+        assert!(
+            c.omitted_note().unwrap().starts_with("neg: "),
+            "{:?}",
+            c.omitted
+        );
     }
 
     #[test]
