@@ -178,8 +178,16 @@ fn power_by_products(a: Expr, k: f64, schema: &DFSchema) -> Translated {
         }
         p = mul(p.clone(), p);
     }
+    // Integers go to float64 where numexpr takes them to doubles; floats keep their width.
+    let as_float = |e: Expr| -> Translated {
+        Ok(if is_integer(&type_of(&e, schema)?) {
+            float(e)
+        } else {
+            e
+        })
+    };
     if half {
-        let root = math("sqrt", vec![float(a.clone())]);
+        let root = math("sqrt", vec![as_float(a.clone())?]);
         r = Some(match r {
             None => root,
             Some(r) => mul(r, root),
@@ -190,7 +198,7 @@ fn power_by_products(a: Expr, k: f64, schema: &DFSchema) -> Translated {
         None => Expr::Cast(Cast::new(Box::new(lit(1)), type_of(&a, schema)?)),
     };
     Ok(if k < 0.0 {
-        binary_expr(lit(1.0), Operator::Divide, float(r))
+        binary_expr(lit(1.0), Operator::Divide, as_float(r)?)
     } else {
         r
     })
