@@ -21,8 +21,9 @@ use crate::array::table::{ColumnData, ColumnStorage, NullRule, Table};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::msgpack::MsgValue;
-use arrow::array::AsArray;
-use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions,
+};
 use arrow::buffer::{BooleanBuffer, Buffer};
 use arrow::datatypes::{DataType, Int32Type, Schema, SchemaRef};
 use std::collections::HashMap;
@@ -757,7 +758,6 @@ pub async fn read_all(ds: Arc<Dataset>, max_rows: u64) -> Result<(Arc<Schema>, V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::AsArray;
     use arrow::datatypes::Int64Type;
 
     /// Each element's coordinate along `d`, by division, for boxes of 1–3 dimensions

@@ -113,18 +113,8 @@ fn push_windowed<const W: usize, const BIG: bool>(chars: usize) -> impl FnMut(&[
             return push_value_cold::<BIG>(&rec[..chars * 4], out);
         };
         let mut units = [0u32; W];
-        for (k, u) in units.iter_mut().enumerate() {
-            let c = [
-                window[4 * k],
-                window[4 * k + 1],
-                window[4 * k + 2],
-                window[4 * k + 3],
-            ];
-            *u = if BIG {
-                u32::from_be_bytes(c)
-            } else {
-                u32::from_le_bytes(c)
-            } & keep[k];
+        for ((u, c), keep) in units.iter_mut().zip(window.chunks_exact(4)).zip(keep) {
+            *u = unit::<BIG>(c) & keep;
         }
         let mut bits = 0;
         for u in units {

@@ -117,25 +117,29 @@ impl GroupedStates {
         ))];
         for ((a, counts), sums) in aggs.iter().zip(&self.counts).zip(&self.sums) {
             let some = |g: usize| counts[g] > 0;
-            let sum: ArrayRef = match sums {
-                Sums::I64(s) => Arc::new(Int64Array::from_iter(
-                    groups.iter().map(|&g| some(g).then_some(s[g])),
-                )),
-                Sums::U64(s) => Arc::new(UInt64Array::from_iter(
-                    groups.iter().map(|&g| some(g).then_some(s[g])),
-                )),
-                Sums::F64(s) => Arc::new(Float64Array::from_iter(
-                    groups.iter().map(|&g| some(g).then_some(s[g])),
-                )),
-                Sums::None => Arc::new(Int64Array::from_iter_values(
+            let count_column = || -> ArrayRef {
+                Arc::new(Int64Array::from_iter_values(
                     groups.iter().map(|&g| counts[g] as i64),
-                )),
+                ))
+            };
+            // Built only for the aggregates that yield a sum.
+            let sum = || -> ArrayRef {
+                match sums {
+                    Sums::I64(s) => Arc::new(Int64Array::from_iter(
+                        groups.iter().map(|&g| some(g).then_some(s[g])),
+                    )),
+                    Sums::U64(s) => Arc::new(UInt64Array::from_iter(
+                        groups.iter().map(|&g| some(g).then_some(s[g])),
+                    )),
+                    Sums::F64(s) => Arc::new(Float64Array::from_iter(
+                        groups.iter().map(|&g| some(g).then_some(s[g])),
+                    )),
+                    Sums::None => count_column(),
+                }
             };
             match (a.kind, sums) {
-                (AggKind::Count, _) | (_, Sums::None) => cols.push(Arc::new(
-                    Int64Array::from_iter_values(groups.iter().map(|&g| counts[g] as i64)),
-                )),
-                (AggKind::Sum, _) => cols.push(sum),
+                (AggKind::Count, _) | (_, Sums::None) => cols.push(count_column()),
+                (AggKind::Sum, _) => cols.push(sum()),
                 (AggKind::Avg, Sums::F64(s)) if output == super::Output::Final => {
                     cols.push(Arc::new(Float64Array::from_iter(
                         groups
@@ -147,7 +151,7 @@ impl GroupedStates {
                     cols.push(Arc::new(UInt64Array::from_iter_values(
                         groups.iter().map(|&g| counts[g]),
                     )));
-                    cols.push(sum);
+                    cols.push(sum());
                 }
             }
         }
