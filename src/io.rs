@@ -14,7 +14,7 @@
 
 use crate::error::{Error, Result};
 use bytes::Bytes;
-use object_store::path::Path;
+use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt};
 use std::ops::Range;
 use std::path::PathBuf;
@@ -205,10 +205,15 @@ impl Location {
         &self.display
     }
 
-    /// The entry `name` below this directory (same store).
+    /// The entry `name` below this directory (same store). `name` is as a listing
+    /// ([`Self::list_dir`]) or the file system spells it: `station=a%20b` is the entry of
+    /// that name, not one called `station=a b` (nor `a%2520b`).
     pub fn child(&self, name: &str) -> Location {
         let mut path = self.path.clone();
         for part in name.split('/').filter(|p| !p.is_empty()) {
+            // Taken as it is spelled; a part the store cannot hold (`..`, control
+            // characters) is escaped instead.
+            let part = PathPart::parse(part).unwrap_or_else(|_| PathPart::from(part));
             path = path.clone().join(part);
         }
         let display = format!("{}/{}", self.display.trim_end_matches('/'), name);
@@ -476,6 +481,29 @@ mod tests {
             assert_eq!(b[..], data[r.start as usize..r.end as usize], "{r:?}");
         }
         got
+    }
+
+    /// Names with `%` (hive partition values are percent-encoded on disk:
+    /// `station=a%20b`) are listed as the file system spells them, and a child of that
+    /// name is that entry.
+    #[test]
+    fn children_are_named_as_listed() {
+        let d = tempfile::tempdir().unwrap();
+        for dir in ["k=a%20b", "k=c d", "x{y}%"] {
+            std::fs::create_dir(d.path().join(dir)).unwrap();
+            std::fs::write(d.path().join(dir).join("f.bin"), dir.as_bytes()).unwrap();
+        }
+        let root = Location::local(d.path()).unwrap();
+        let (files, dirs) = futures::executor::block_on(root.list_dir()).unwrap();
+        assert!(files.is_empty());
+        assert_eq!(dirs, ["k=a%20b", "k=c d", "x{y}%"]);
+        for dir in &dirs {
+            let child = root.child(&format!("{dir}/f.bin"));
+            let got = futures::executor::block_on(child.get_all()).unwrap();
+            assert_eq!(got, dir.as_bytes(), "{dir}");
+            let (files, _) = futures::executor::block_on(root.child(dir).list_dir()).unwrap();
+            assert_eq!(files, ["f.bin"], "{dir}");
+        }
     }
 
     /// Local ranges and whole files come back right, in recycled buffers once the earlier

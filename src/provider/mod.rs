@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod computed;
 pub mod exec;
 pub mod multi;
+pub mod partition;
 pub mod prune;
 pub mod pushdown;
 pub mod session;

@@ -1,20 +1,25 @@
 //! Several containers with one schema as one table: a glob (`data/temps_*.b2nd`) or a
 //! directory that is not itself a container (its `.b2nd`, `.b2frame`, `.b2f`, `.b2z` and
-//! `.b2d` entries). Each member is a [`Blosc2Table`] (its own pushdown, pruning, zone maps
-//! and statistics); the scan is the union of the members' scans, in file-name order.
+//! `.b2d` entries, and those of its hive partition directories, `year=2024/…`). Each
+//! member is a [`Blosc2Table`] (its own pushdown, pruning, zone maps and statistics); the
+//! scan is the union of the members' scans, in path order.
 //!
-//! Array members keep their own coordinates: `dim_k` restarts at 0 in each file. The last
-//! column, [`FILENAME_COLUMN`], names each row's member (its name in the directory), so
-//! rows of different files can be told apart; a filter on it alone picks the members to
-//! scan while planning (and is exact: a member's rows all pass it or all fail it).
+//! Array members keep their own coordinates: `dim_k` restarts at 0 in each file. After
+//! the members' columns come the path columns, whose values come from each member's path:
+//! the hive partition columns ([`super::partition`]), then [`FILENAME_COLUMN`] (the
+//! member's path below the table's root), so rows of different files can be told apart.
+//! A filter on path columns alone picks the members to scan while planning (and is exact:
+//! a member's rows all pass it or all fail it).
 
+use super::partition::partition_values;
 use super::table::Blosc2Table;
 use crate::arrow_reader::schema::{ATTRS_KEY, FILES_KEY};
-use arrow::array::{Array, ArrayRef, BooleanArray, DictionaryArray, StringArray, UInt16Array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt16Type};
+use arrow::array::{Array, ArrayRef, BooleanArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
 use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
 use datafusion::common::{ColumnStatistics, DFSchema, ScalarValue, Statistics};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
@@ -27,9 +32,9 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::union::UnionExec;
 use std::sync::Arc;
 
-/// The column of a multi-file table that holds each row's member file name (the entry's
-/// name in the table's directory, e.g. `temps_2025.b2nd`). Not added when the members
-/// already have a column of that name.
+/// The column of a multi-file table that holds each row's member: its path below the
+/// table's directory (`temps_2025.b2nd`, or `year=2025/temps.b2nd` in a partition
+/// directory). Not added when the members or the partitions have a column of that name.
 pub const FILENAME_COLUMN: &str = "filename";
 
 /// The type of [`FILENAME_COLUMN`]: dictionary-encoded, as DataFusion's own partition
@@ -70,22 +75,41 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     p[i..].iter().all(|&c| c == '*')
 }
 
+/// One container of a [`Blosc2MultiTable`].
+#[derive(Debug)]
+struct Member {
+    /// Its path below the table's root (`year=2024/part-0.b2nd`, or a glob's match).
+    rel: String,
+    table: Blosc2Table,
+    /// Its value of each path column (partition columns, then the file column).
+    values: Vec<ScalarValue>,
+}
+
 /// Member tables with one schema, read as one.
 #[derive(Debug)]
 pub struct Blosc2MultiTable {
-    members: Vec<(String, Blosc2Table)>,
+    members: Vec<Member>,
     schema: SchemaRef,
-    /// Index of [`FILENAME_COLUMN`] in `schema` (the last column), when it was added.
-    filename: Option<usize>,
+    /// How many of `schema`'s columns are the members' own (the first ones); the rest are
+    /// path columns, whose values come from each member's path.
+    stored: usize,
 }
 
 impl Blosc2MultiTable {
-    /// Builds the table from named members (at least one), which must share column names
-    /// and types.
+    /// Builds the table from members (at least one) named by their paths below `root`,
+    /// which must share column names and types. `partitions` are the hive partition
+    /// columns their paths declare (`year=2024/…`, see [`super::partition`]); they follow
+    /// the members' columns, then [`FILENAME_COLUMN`] holds `rel` (unless the members or
+    /// the partitions have a column of that name).
     ///
     /// # Errors
-    /// No members, or a member whose columns differ from the first's.
-    pub fn try_new(members: Vec<(String, Blosc2Table)>) -> Result<Self> {
+    /// No members; a member whose columns differ from the first's; a partition column
+    /// that is also a member column; a member path without the partition directories.
+    pub fn try_new(
+        root: &str,
+        members: Vec<(String, Blosc2Table)>,
+        partitions: &[(String, DataType)],
+    ) -> Result<Self> {
         let Some((first_name, first)) = members.first() else {
             return Err(DataFusionError::Plan("no Blosc2 containers matched".into()));
         };
@@ -100,74 +124,103 @@ impl Blosc2MultiTable {
                 });
             if !same {
                 return Err(DataFusionError::Plan(format!(
-                    "{name} has columns {:?}, but {first_name} has {:?}: one table needs one schema",
+                    "{root}/{name} has columns {:?}, but {root}/{first_name} has {:?}: one table \
+                     needs one schema",
                     field_list(&s),
                     field_list(&base)
                 )));
             }
+        }
+        if let Some((p, _)) = partitions.iter().find(|(p, _)| base.index_of(p).is_ok()) {
+            return Err(DataFusionError::Plan(format!(
+                "{root}: partition column {p} is also a column of {root}/{first_name}"
+            )));
         }
         // Per-file attributes do not describe the union; the kind does.
         let mut meta = base.metadata().clone();
         meta.remove(ATTRS_KEY);
         meta.insert(FILES_KEY.into(), members.len().to_string());
         let mut fields: Vec<Arc<Field>> = base.fields().iter().cloned().collect();
-        let filename = (base.index_of(FILENAME_COLUMN).is_err()).then(|| {
+        let stored = fields.len();
+        fields.extend(
+            partitions
+                .iter()
+                .map(|(p, ty)| Arc::new(Field::new(p, ty.clone(), false))),
+        );
+        let filename = !fields.iter().any(|f| f.name() == FILENAME_COLUMN);
+        if filename {
             fields.push(Arc::new(filename_field()));
-            fields.len() - 1
-        });
+        }
         let schema = Arc::new(Schema::new_with_metadata(fields, meta.clone()));
         let members = members
             .into_iter()
-            .map(|(n, t)| (n, t.with_schema_metadata(meta.clone())))
-            .collect();
+            .map(|(rel, t)| {
+                let mut values = partition_values(root, &rel, partitions)?;
+                if filename {
+                    values.push(ScalarValue::Dictionary(
+                        Box::new(DataType::UInt16),
+                        Box::new(ScalarValue::Utf8(Some(rel.clone()))),
+                    ));
+                }
+                Ok(Member {
+                    rel,
+                    table: t.with_schema_metadata(meta.clone()),
+                    values,
+                })
+            })
+            .collect::<Result<_>>()?;
         Ok(Blosc2MultiTable {
             members,
             schema,
-            filename,
+            stored,
         })
     }
 
-    /// True when `e` names [`FILENAME_COLUMN`] (and the table has it).
-    fn names_filename(&self, e: &Expr) -> bool {
-        self.filename.is_some() && e.column_refs().iter().any(|c| c.name == FILENAME_COLUMN)
+    /// True when `name` is a path column (a partition column or [`FILENAME_COLUMN`]).
+    fn is_path_column(&self, name: &str) -> bool {
+        self.path_columns().any(|p| p == name)
     }
 
-    /// True when `e` names [`FILENAME_COLUMN`] and no other column: the scan evaluates it
+    /// True when `e` names a path column.
+    fn names_path_column(&self, e: &Expr) -> bool {
+        e.column_refs().iter().any(|c| self.is_path_column(&c.name))
+    }
+
+    /// True when `e` names path columns and no other column: the scan evaluates it
     /// exactly, per member ([`Self::members_passing`]).
     fn picks_members(&self, e: &Expr) -> bool {
         let refs = e.column_refs();
-        self.filename.is_some()
-            && !refs.is_empty()
-            && refs.iter().all(|c| c.name == FILENAME_COLUMN)
+        !refs.is_empty() && refs.iter().all(|c| self.is_path_column(&c.name))
     }
 
-    /// The filters the members see: those that do not name [`FILENAME_COLUMN`].
+    /// The filters the members see: those that name no path column.
     fn member_filters<'a>(&self, filters: impl IntoIterator<Item = &'a Expr>) -> Vec<&'a Expr> {
         filters
             .into_iter()
-            .filter(|f| !self.names_filename(f))
+            .filter(|f| !self.names_path_column(f))
             .collect()
     }
 
-    /// Which members pass `filters` (each naming only [`FILENAME_COLUMN`]): each is
-    /// evaluated on a one-row batch holding the member's name; null counts as false.
+    /// Which members pass `filters` (each naming only path columns): each is evaluated on
+    /// a one-row batch of the member's path values; null counts as false.
     fn members_passing(&self, state: &dyn Session, filters: &[&Expr]) -> Result<Vec<bool>> {
         let mut keep = vec![true; self.members.len()];
         if filters.is_empty() {
             return Ok(keep);
         }
-        let schema = Arc::new(Schema::new(vec![filename_field()]));
+        let schema = Arc::new(Schema::new(self.schema.fields()[self.stored..].to_vec()));
         let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
         let exprs = filters
             .iter()
             .map(|f| state.create_physical_expr((*f).clone(), &df_schema))
             .collect::<Result<Vec<_>>>()?;
-        for ((name, _), k) in self.members.iter().zip(&mut keep) {
-            let col: ArrayRef = Arc::new(DictionaryArray::<UInt16Type>::new(
-                UInt16Array::from(vec![0u16]),
-                Arc::new(StringArray::from(vec![member_name(name)])),
-            ));
-            let batch = RecordBatch::try_new(Arc::clone(&schema), vec![col])?;
+        for (m, k) in self.members.iter().zip(&mut keep) {
+            let cols = m
+                .values
+                .iter()
+                .map(|v| v.to_array())
+                .collect::<Result<Vec<ArrayRef>>>()?;
+            let batch = RecordBatch::try_new(Arc::clone(&schema), cols)?;
             for e in &exprs {
                 let v = e.evaluate(&batch)?.into_array(1)?;
                 let b = v.as_any().downcast_ref::<BooleanArray>();
@@ -179,25 +232,22 @@ impl Blosc2MultiTable {
         Ok(keep)
     }
 
-    /// `plan` (a member's scan of the columns of `wanted` but the file column, in order)
-    /// with the file column put back where `wanted` has it, holding `name` on every row.
-    fn add_filename(
+    /// `plan` (a member's scan of the member columns of `wanted`, in order) with the path
+    /// columns put back where `wanted` has them, holding the member's values.
+    fn add_path_columns(
         &self,
         plan: Arc<dyn ExecutionPlan>,
         wanted: &[usize],
-        name: &str,
+        member: &Member,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let value = ScalarValue::Dictionary(
-            Box::new(DataType::UInt16),
-            Box::new(ScalarValue::Utf8(Some(name.to_string()))),
-        );
         let mut pos = 0;
         let exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = wanted
             .iter()
             .map(|&i| {
                 let field_name = self.schema.field(i).name().clone();
-                if Some(i) == self.filename {
-                    (Arc::new(Literal::new(value.clone())) as _, field_name)
+                if i >= self.stored {
+                    let value = member.values[i - self.stored].clone();
+                    (Arc::new(Literal::new(value)) as _, field_name)
                 } else {
                     pos += 1;
                     (Arc::new(Column::new(&field_name, pos - 1)) as _, field_name)
@@ -207,18 +257,18 @@ impl Blosc2MultiTable {
         Ok(Arc::new(ProjectionExec::try_new(exprs, plan)?))
     }
 
-    /// The members, in scan order.
-    pub fn members(&self) -> &[(String, Blosc2Table)] {
-        &self.members
+    /// The names of the path columns: the partition columns, then [`FILENAME_COLUMN`]
+    /// (unless a member or partition column has that name).
+    pub fn path_columns(&self) -> impl Iterator<Item = &str> {
+        self.schema.fields()[self.stored..]
+            .iter()
+            .map(|f| f.name().as_str())
     }
-}
 
-/// The value of [`FILENAME_COLUMN`] for the member at `path`: its last path component.
-fn member_name(path: &str) -> &str {
-    path.trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or(path)
+    /// The members' paths below the table's root and their tables, in scan order.
+    pub fn members(&self) -> impl Iterator<Item = (&str, &Blosc2Table)> {
+        self.members.iter().map(|m| (m.rel.as_str(), &m.table))
+    }
 }
 
 fn field_list(s: &Schema) -> Vec<String> {
@@ -242,15 +292,18 @@ impl TableProvider for Blosc2MultiTable {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        // A filter on the file column alone picks whole members: exact. One naming it with
+        // A filter on path columns alone picks whole members: exact. One naming them with
         // other columns is DataFusion's alone. The others get the weakest answer any
         // member gives.
         use TableProviderFilterPushDown::*;
         let rest = self.member_filters(filters.iter().copied());
         let mut weakest = vec![Exact; rest.len()];
-        for (_, t) in &self.members {
-            for (o, m) in weakest.iter_mut().zip(t.supports_filters_pushdown(&rest)?) {
-                *o = match (&*o, m) {
+        for m in &self.members {
+            for (o, p) in weakest
+                .iter_mut()
+                .zip(m.table.supports_filters_pushdown(&rest)?)
+            {
+                *o = match (&*o, p) {
                     (Unsupported, _) | (_, Unsupported) => Unsupported,
                     (Inexact, _) | (_, Inexact) => Inexact,
                     _ => Exact,
@@ -263,7 +316,7 @@ impl TableProvider for Blosc2MultiTable {
             .map(|f| {
                 if self.picks_members(f) {
                     Exact
-                } else if self.names_filename(f) {
+                } else if self.names_path_column(f) {
                     Unsupported
                 } else {
                     weakest.next().unwrap_or(Unsupported)
@@ -276,13 +329,24 @@ impl TableProvider for Blosc2MultiTable {
         let stats: Vec<Statistics> = self
             .members
             .iter()
-            .map(|(_, t)| t.statistics())
+            .map(|m| m.table.statistics())
             .collect::<Option<_>>()?;
-        let mut merged = Statistics::try_merge_iter(&stats, &self.members[0].1.schema()).ok()?;
-        if self.filename.is_some() {
+        let mut merged =
+            Statistics::try_merge_iter(&stats, &self.members[0].table.schema()).ok()?;
+        // Members without rows hold no value of their path columns.
+        let holding: Vec<&Member> = self
+            .members
+            .iter()
+            .zip(&stats)
+            .filter(|(_, s)| s.num_rows != Precision::Exact(0))
+            .map(|(m, _)| m)
+            .collect();
+        let exact = stats.iter().all(|s| s.num_rows.is_exact() == Some(true));
+        for i in self.stored..self.schema.fields().len() {
+            let values = holding.iter().map(|m| &m.values[i - self.stored]);
             merged
                 .column_statistics
-                .push(ColumnStatistics::new_unknown());
+                .push(path_column_statistics(values, exact));
         }
         Some(merged)
     }
@@ -294,8 +358,8 @@ impl TableProvider for Blosc2MultiTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        // Filters on the file column alone pick members; the members get the filters that
-        // do not name it.
+        // Filters on path columns alone pick members; the members get the filters that
+        // name none.
         let picking: Vec<&Expr> = filters.iter().filter(|f| self.picks_members(f)).collect();
         let rest: Vec<Expr> = self.member_filters(filters).into_iter().cloned().collect();
         let keep = self.members_passing(state, &picking)?;
@@ -303,18 +367,21 @@ impl TableProvider for Blosc2MultiTable {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
-        let with_name = self.filename.is_some_and(|f| wanted.contains(&f));
-        // What the members produce: the requested columns but the file column, in order.
-        let member_proj: Option<Vec<usize>> = match (projection, self.filename) {
-            (Some(p), Some(f)) => Some(p.iter().copied().filter(|&i| i != f).collect()),
-            (Some(p), None) => Some(p.clone()),
-            (None, _) => None,
-        };
+        // What the members produce: the requested member columns, in order.
+        let member_proj: Vec<usize> = wanted
+            .iter()
+            .copied()
+            .filter(|&i| i < self.stored)
+            .collect();
+        let with_paths = member_proj.len() < wanted.len();
         let mut plans = Vec::with_capacity(self.members.len());
-        for ((path, t), _) in self.members.iter().zip(&keep).filter(|(_, k)| **k) {
-            let plan = t.scan(state, member_proj.as_ref(), &rest, limit).await?;
-            plans.push(if with_name {
-                self.add_filename(plan, &wanted, member_name(path))?
+        for (m, _) in self.members.iter().zip(&keep).filter(|(_, k)| **k) {
+            let plan = m
+                .table
+                .scan(state, Some(&member_proj), &rest, limit)
+                .await?;
+            plans.push(if with_paths {
+                self.add_path_columns(plan, &wanted, m)?
             } else {
                 plan
             });
@@ -326,4 +393,30 @@ impl TableProvider for Blosc2MultiTable {
         }
         UnionExec::try_new(plans)
     }
+}
+
+/// Statistics of a path column from the values of the members holding rows: no nulls, and
+/// its smallest and largest value (exact when which members hold rows is known exactly).
+fn path_column_statistics<'a>(
+    values: impl Iterator<Item = &'a ScalarValue>,
+    exact: bool,
+) -> ColumnStatistics {
+    let (mut min, mut max): (Option<&ScalarValue>, Option<&ScalarValue>) = (None, None);
+    for v in values {
+        if min.is_none_or(|m| v.partial_cmp(m) == Some(std::cmp::Ordering::Less)) {
+            min = Some(v);
+        }
+        if max.is_none_or(|m| v.partial_cmp(m) == Some(std::cmp::Ordering::Greater)) {
+            max = Some(v);
+        }
+    }
+    let mut s = ColumnStatistics::new_unknown().with_null_count(Precision::Exact(0));
+    let known = |v: &ScalarValue| match exact {
+        true => Precision::Exact(v.clone()),
+        false => Precision::Inexact(v.clone()),
+    };
+    if let (Some(lo), Some(hi)) = (min, max) {
+        s = s.with_min_value(known(lo)).with_max_value(known(hi));
+    }
+    s
 }

@@ -7,11 +7,13 @@
 
 use super::aggregate::{Blosc2AggregatePushdown, RULE_NAME};
 use super::multi::{Blosc2MultiTable, MEMBER_EXTENSIONS, glob_match};
+use super::partition::{infer_keys, inferred_type};
 use super::table::Blosc2Table;
 use super::to_df;
 use crate::array::dtype::DType;
 use crate::dataset::{Dataset, OpenOptions};
 use crate::io::Location;
+use arrow::datatypes::DataType;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider, TableProviderFactory, UrlTableFactory};
 use datafusion::dataframe::DataFrame;
@@ -33,6 +35,11 @@ pub struct Blosc2Options {
     pub value_pruning: bool,
     /// Record min/max of each zone a scan decodes whole, for later queries (default on).
     pub zone_maps: bool,
+    /// The hive partition columns of a directory table (`year=2024/…`) and their types:
+    /// the first of its `key=value` directories, in order. `None` (the default) takes
+    /// every key the members' paths share, as dictionary-encoded text; `Some(vec![])`
+    /// takes none.
+    pub partition_cols: Option<Vec<(String, DataType)>>,
 }
 
 impl Default for Blosc2Options {
@@ -41,6 +48,7 @@ impl Default for Blosc2Options {
             dtype: None,
             value_pruning: true,
             zone_maps: true,
+            partition_cols: None,
         }
     }
 }
@@ -61,6 +69,12 @@ impl Blosc2Options {
     /// Turns zone maps on or off.
     pub fn with_zone_maps(mut self, on: bool) -> Self {
         self.zone_maps = on;
+        self
+    }
+
+    /// Sets the partition columns of a directory table (see [`Self::partition_cols`]).
+    pub fn with_partition_cols(mut self, cols: Vec<(String, DataType)>) -> Self {
+        self.partition_cols = Some(cols);
         self
     }
 
@@ -179,44 +193,122 @@ fn is_member_name(name: &str) -> bool {
     MEMBER_EXTENSIONS.iter().any(|x| name.ends_with(x))
 }
 
-/// The containers `location` names when it is a glob (`dir/temps_*.b2nd`; `*` and `?` in
-/// the last path component: the matching entries of `dir`) or a directory (its entries
-/// with a Blosc2 extension): their paths, sorted by name; empty when nothing matches.
-/// Whether a directory is itself a container (a sparse frame, a bcolz root, a `.b2d`
-/// store) is for the caller to find out first.
-///
-/// # Errors
-/// A location that cannot be resolved or listed.
-pub async fn member_paths(runtime: &RuntimeEnv, location: &str) -> Result<Vec<String>> {
+/// How deep hive partition directories may nest below a table's root.
+const MAX_PARTITION_DEPTH: usize = 32;
+
+/// The containers a glob or directory location holds: the directory they are below and
+/// their paths below it, sorted.
+struct MemberList {
+    root: String,
+    rels: Vec<String>,
+}
+
+impl MemberList {
+    /// The members' full paths.
+    fn paths(&self) -> Vec<String> {
+        self.rels
+            .iter()
+            .map(|r| format!("{}/{r}", self.root))
+            .collect()
+    }
+}
+
+/// See [`member_paths`].
+async fn list_members(runtime: &RuntimeEnv, location: &str) -> Result<MemberList> {
     let trimmed = match location.trim_end_matches('/') {
         "" => location,
         t => t,
     };
     let (parent, last) = trimmed.rsplit_once('/').unwrap_or((".", trimmed));
-    let (dir, names) = if last.contains(['*', '?']) {
+    if last.contains(['*', '?']) {
         let dir = resolve_location(runtime, parent)?;
-        (parent, entries(&dir, |n| glob_match(last, n)).await?)
-    } else {
-        let dir = resolve_location(runtime, trimmed)?;
-        (trimmed, entries(&dir, is_member_name).await?)
-    };
-    Ok(names.into_iter().map(|n| format!("{dir}/{n}")).collect())
+        let rels = entries(&dir, |n| glob_match(last, n)).await?;
+        return Ok(MemberList {
+            root: parent.to_string(),
+            rels,
+        });
+    }
+    // The directory's containers, and those of its `key=value` directories, at any depth.
+    let root = resolve_location(runtime, trimmed)?;
+    let (mut rels, mut pending) = (Vec::new(), vec![String::new()]);
+    while let Some(sub) = pending.pop() {
+        let dir = if sub.is_empty() {
+            root.clone()
+        } else {
+            root.child(&sub)
+        };
+        let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
+        let rel = |n: &str| match sub.as_str() {
+            "" => n.to_string(),
+            s => format!("{s}/{n}"),
+        };
+        rels.extend(
+            files
+                .iter()
+                .chain(&dirs)
+                .filter(|n| is_member_name(n))
+                .map(|n| rel(n)),
+        );
+        for d in dirs
+            .iter()
+            .filter(|d| !is_member_name(d) && d.contains('='))
+        {
+            if sub.split('/').count() >= MAX_PARTITION_DEPTH {
+                return Err(DataFusionError::Plan(format!(
+                    "{trimmed}/{}: partition directories nest deeper than {MAX_PARTITION_DEPTH}",
+                    rel(d)
+                )));
+            }
+            pending.push(rel(d));
+        }
+    }
+    rels.sort();
+    Ok(MemberList {
+        root: trimmed.to_string(),
+        rels,
+    })
 }
 
-/// One table over the containers at `paths` (at least one), which must share a schema.
+/// The containers `location` names when it is a glob (`dir/temps_*.b2nd`; `*` and `?` in
+/// the last path component: the matching entries of `dir`) or a directory (its entries
+/// with a Blosc2 extension, and those of its hive partition directories `key=value/`, at
+/// any depth): their paths, sorted; empty when nothing matches. Whether a directory is
+/// itself a container (a sparse frame, a bcolz root, a `.b2d` store) is for the caller to
+/// find out first.
+///
+/// # Errors
+/// A location that cannot be resolved or listed.
+pub async fn member_paths(runtime: &RuntimeEnv, location: &str) -> Result<Vec<String>> {
+    Ok(list_members(runtime, location).await?.paths())
+}
+
+/// One table over the containers of `list` (at least one), which must share a schema;
+/// partitioned by `opts.partition_cols`, or by the keys their paths share when that is
+/// `None`.
 async fn open_members(
     runtime: &RuntimeEnv,
-    paths: Vec<String>,
+    list: MemberList,
     opts: &Blosc2Options,
 ) -> Result<Arc<dyn TableProvider>> {
-    let mut members = Vec::with_capacity(paths.len());
-    for path in paths {
-        let table = open_table(runtime, &path, opts).await?;
-        members.push((path, table));
+    let partitions = match &opts.partition_cols {
+        Some(cols) => cols.clone(),
+        None => infer_keys(&list.root, &list.rels)?
+            .into_iter()
+            .map(|k| (k, inferred_type()))
+            .collect(),
+    };
+    let mut members = Vec::with_capacity(list.rels.len());
+    for rel in list.rels {
+        let table = open_table(runtime, &format!("{}/{rel}", list.root), opts).await?;
+        members.push((rel, table));
     }
     // A glob that matches one file is still a multi-file table: its schema (with the
     // file column) does not depend on how many files match today.
-    Ok(Arc::new(Blosc2MultiTable::try_new(members)?))
+    Ok(Arc::new(Blosc2MultiTable::try_new(
+        &list.root,
+        members,
+        &partitions,
+    )?))
 }
 
 /// Opens `location` as a table provider: one container, or several with one schema when
@@ -238,25 +330,30 @@ pub async fn open_provider(
     if !last.contains(['*', '?']) {
         let loc = resolve_location(runtime, location)?;
         match Dataset::open(&loc, &opts.open_options()?).await {
+            Ok(_) if opts.partition_cols.as_ref().is_some_and(|c| !c.is_empty()) => {
+                return Err(DataFusionError::Plan(format!(
+                    "{location} is one container: partition columns need a directory of them"
+                )));
+            }
             Ok(ds) => return Ok(Arc::new(configured(ds, opts))),
             Err(e) if e.kind() == crate::ErrorKind::NotAContainer => {
-                let paths = member_paths(runtime, location).await?;
-                if paths.is_empty() {
+                let list = list_members(runtime, location).await?;
+                if list.rels.is_empty() {
                     return Err(to_df(e));
                 }
-                return open_members(runtime, paths, opts).await;
+                return open_members(runtime, list, opts).await;
             }
             Err(e) => return Err(to_df(e)),
         }
     }
-    let paths = member_paths(runtime, location).await?;
-    if paths.is_empty() {
-        let dir = location.rsplit_once('/').map_or(".", |(d, _)| d);
+    let list = list_members(runtime, location).await?;
+    if list.rels.is_empty() {
         return Err(DataFusionError::Plan(format!(
-            "{location}: no entry of {dir} matches"
+            "{location}: no entry of {} matches",
+            list.root
         )));
     }
-    open_members(runtime, paths, opts).await
+    open_members(runtime, list, opts).await
 }
 
 /// `CREATE EXTERNAL TABLE t STORED AS BLOSC2 LOCATION '…' [OPTIONS ('dtype' '<f4')]`.
@@ -283,9 +380,87 @@ impl TableProviderFactory for Blosc2TableFactory {
                 ));
             }
         };
-        let opts = Blosc2Options::from_sql_options(&cmd.options)?;
-        open_provider(state.runtime_env(), location, &opts).await
+        let mut opts = Blosc2Options::from_sql_options(&cmd.options)?;
+        let declared = cmd.schema.as_arrow();
+        opts.partition_cols = if !cmd.table_partition_cols.is_empty() {
+            // `PARTITIONED BY (year INT)` declares a type; `PARTITIONED BY (year)` not.
+            Some(
+                cmd.table_partition_cols
+                    .iter()
+                    .map(|p| {
+                        let ty = declared.field_with_name(p).ok().map(|f| f.data_type());
+                        (p.clone(), ty.cloned().unwrap_or_else(inferred_type))
+                    })
+                    .collect(),
+            )
+        } else if state
+            .config_options()
+            .execution
+            .listing_table_factory_infer_partitions
+        {
+            None
+        } else {
+            Some(Vec::new())
+        };
+        let table = open_provider(state.runtime_env(), location, &opts).await?;
+        let path_columns: Vec<String> = match table.downcast_ref::<Blosc2MultiTable>() {
+            Some(m) => m.path_columns().map(str::to_string).collect(),
+            None => Vec::new(),
+        };
+        check_declared(location, declared, &table.schema(), &path_columns)?;
+        Ok(table)
     }
+}
+
+/// Checks the columns `CREATE EXTERNAL TABLE t (…)` declares (if any) against those of
+/// the container: the same names, each with the container's type (any text type for a
+/// text column, any binary type for a binary one). The path columns of a directory
+/// table (partitions, `filename`) may be left out; declaring only partition columns
+/// (`PARTITIONED BY (year INT)`) gives their types and checks nothing.
+fn check_declared(
+    location: &str,
+    declared: &arrow::datatypes::Schema,
+    actual: &arrow::datatypes::Schema,
+    path_columns: &[String],
+) -> Result<()> {
+    // `PARTITIONED BY (year INT)` declares the partition column alone.
+    if declared
+        .fields()
+        .iter()
+        .all(|f| path_columns.contains(f.name()))
+    {
+        return Ok(());
+    }
+    let family = |t: &DataType| match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
+        other => other.clone(),
+    };
+    let optional = |name: &str| path_columns.iter().any(|p| p == name);
+    let matches = declared.fields().iter().all(|d| {
+        actual
+            .field_with_name(d.name())
+            .is_ok_and(|a| family(a.data_type()) == family(d.data_type()))
+    }) && actual
+        .fields()
+        .iter()
+        .all(|a| optional(a.name()) || declared.field_with_name(a.name()).is_ok());
+    if matches {
+        return Ok(());
+    }
+    let list = |s: &arrow::datatypes::Schema| {
+        s.fields()
+            .iter()
+            .map(|f| format!("{} {}", f.name(), f.data_type()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(DataFusionError::Plan(format!(
+        "{location}: the declared columns ({}) are not the container's ({}); leave the \
+         column list out to take the container's",
+        list(declared),
+        list(actual)
+    )))
 }
 
 /// Lets `SELECT * FROM 'data/x.b2nd'` open a container by its quoted path, and
@@ -325,9 +500,9 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
             Err(e) if !ours && e.kind() == crate::ErrorKind::NotAContainer => {
                 // A directory with Blosc2 entries is one table of them (as in DDL); one
                 // without (a directory of Parquet files) is for the fallback.
-                match member_paths(&self.runtime, url).await {
-                    Ok(paths) if !paths.is_empty() => {
-                        open_members(&self.runtime, paths, &Blosc2Options::default())
+                match list_members(&self.runtime, url).await {
+                    Ok(list) if !list.rels.is_empty() => {
+                        open_members(&self.runtime, list, &Blosc2Options::default())
                             .await
                             .map(Some)
                     }
