@@ -16,7 +16,7 @@ pub use aggregate::{Blosc2AggregateExec, Blosc2AggregatePushdown};
 pub use exec::Blosc2Exec;
 pub use multi::{Blosc2MultiTable, FILENAME_COLUMN};
 pub use session::{
-    Blosc2Options, Blosc2SessionExt, Blosc2TableFactory, Blosc2UrlTableFactory, member_paths,
+    Blosc2Options, Blosc2SessionExt, Blosc2TableFactory, Blosc2UrlTableFactory, member_locations,
     open_provider, resolve_location,
 };
 pub use table::Blosc2Table;

@@ -200,20 +200,23 @@ const MAX_PARTITION_DEPTH: usize = 32;
 /// their paths below it, sorted.
 struct MemberList {
     root: String,
+    /// Where `root` is: members are its children (their names as listed, not as URL
+    /// text: `station=a%20b` is that directory, not `station=a b`).
+    root_location: Location,
     rels: Vec<String>,
 }
 
 impl MemberList {
-    /// The members' full paths.
-    fn paths(&self) -> Vec<String> {
+    /// The members' locations.
+    fn locations(&self) -> Vec<Location> {
         self.rels
             .iter()
-            .map(|r| format!("{}/{r}", self.root))
+            .map(|r| self.root_location.child(r))
             .collect()
     }
 }
 
-/// See [`member_paths`].
+/// See [`member_locations`].
 async fn list_members(runtime: &RuntimeEnv, location: &str) -> Result<MemberList> {
     let trimmed = match location.trim_end_matches('/') {
         "" => location,
@@ -225,6 +228,7 @@ async fn list_members(runtime: &RuntimeEnv, location: &str) -> Result<MemberList
         let rels = entries(&dir, |n| glob_match(last, n)).await?;
         return Ok(MemberList {
             root: parent.to_string(),
+            root_location: dir,
             rels,
         });
     }
@@ -265,6 +269,7 @@ async fn list_members(runtime: &RuntimeEnv, location: &str) -> Result<MemberList
     rels.sort();
     Ok(MemberList {
         root: trimmed.to_string(),
+        root_location: root,
         rels,
     })
 }
@@ -278,18 +283,14 @@ async fn list_members(runtime: &RuntimeEnv, location: &str) -> Result<MemberList
 ///
 /// # Errors
 /// A location that cannot be resolved or listed.
-pub async fn member_paths(runtime: &RuntimeEnv, location: &str) -> Result<Vec<String>> {
-    Ok(list_members(runtime, location).await?.paths())
+pub async fn member_locations(runtime: &RuntimeEnv, location: &str) -> Result<Vec<Location>> {
+    Ok(list_members(runtime, location).await?.locations())
 }
 
 /// One table over the containers of `list` (at least one), which must share a schema;
 /// partitioned by `opts.partition_cols`, or by the keys their paths share when that is
 /// `None`.
-async fn open_members(
-    runtime: &RuntimeEnv,
-    list: MemberList,
-    opts: &Blosc2Options,
-) -> Result<Arc<dyn TableProvider>> {
+async fn open_members(list: MemberList, opts: &Blosc2Options) -> Result<Arc<dyn TableProvider>> {
     let partitions = match &opts.partition_cols {
         Some(cols) => cols.clone(),
         None => infer_keys(&list.root, &list.rels)?
@@ -298,9 +299,11 @@ async fn open_members(
             .collect(),
     };
     let mut members = Vec::with_capacity(list.rels.len());
-    for rel in list.rels {
-        let table = open_table(runtime, &format!("{}/{rel}", list.root), opts).await?;
-        members.push((rel, table));
+    for (rel, loc) in list.rels.iter().zip(list.locations()) {
+        let ds = Dataset::open(&loc, &opts.open_options()?)
+            .await
+            .map_err(to_df)?;
+        members.push((rel.clone(), configured(ds, opts)));
     }
     // A glob that matches one file is still a multi-file table: its schema (with the
     // file column) does not depend on how many files match today.
@@ -341,7 +344,7 @@ pub async fn open_provider(
                 if list.rels.is_empty() {
                     return Err(to_df(e));
                 }
-                return open_members(runtime, list, opts).await;
+                return open_members(list, opts).await;
             }
             Err(e) => return Err(to_df(e)),
         }
@@ -353,7 +356,7 @@ pub async fn open_provider(
             list.root
         )));
     }
-    open_members(runtime, list, opts).await
+    open_members(list, opts).await
 }
 
 /// `CREATE EXTERNAL TABLE t STORED AS BLOSC2 LOCATION '…' [OPTIONS ('dtype' '<f4')]`.
@@ -502,7 +505,7 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
                 // without (a directory of Parquet files) is for the fallback.
                 match list_members(&self.runtime, url).await {
                     Ok(list) if !list.rels.is_empty() => {
-                        open_members(&self.runtime, list, &Blosc2Options::default())
+                        open_members(list, &Blosc2Options::default())
                             .await
                             .map(Some)
                     }

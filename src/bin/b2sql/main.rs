@@ -32,7 +32,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_blosc2::arrow_reader::schema::{ATTRS_KEY, FILES_KEY};
 use datafusion_blosc2::dataset::{Dataset, OpenOptions};
 use datafusion_blosc2::provider::{
-    Blosc2Options, Blosc2SessionExt, member_paths, open_provider, resolve_location,
+    Blosc2Options, Blosc2SessionExt, member_locations, open_provider, resolve_location,
 };
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -301,13 +301,12 @@ async fn run(cli: Cli) -> CliResult {
                 }
                 // A glob or a directory of containers: describe each. A DictStore /
                 // TreeStore / EmbedStore: describe its leaves.
-                Err(e) => match member_paths(&ctx.runtime_env(), &path).await {
-                    Ok(paths) if !paths.is_empty() => {
-                        let members = paths
+                Err(e) => match member_locations(&ctx.runtime_env(), &path).await {
+                    Ok(locations) if !locations.is_empty() => {
+                        let members: Vec<_> = locations
                             .into_iter()
-                            .map(|p| Ok((p.clone(), resolve_location(&ctx.runtime_env(), &p)?)))
-                            .collect::<datafusion::error::Result<Vec<_>>>()
-                            .map_err(msg)?;
+                            .map(|l| (l.display().to_string(), l))
+                            .collect();
                         datafusion_blosc2::describe::describe_files(&path, &members).await
                     }
                     _ => {
