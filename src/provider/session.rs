@@ -22,6 +22,7 @@ use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::logical_expr::CreateExternalTable;
 use datafusion::prelude::SessionContext;
+use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 
 /// Options for opening a container as a table.
@@ -193,6 +194,9 @@ fn is_member_name(name: &str) -> bool {
     MEMBER_EXTENSIONS.iter().any(|x| name.ends_with(x))
 }
 
+/// How many members of a multi-file table are opened at once.
+const OPEN_CONCURRENCY: usize = 16;
+
 /// How deep hive partition directories may nest below a table's root.
 const MAX_PARTITION_DEPTH: usize = 32;
 
@@ -232,39 +236,52 @@ async fn list_members(runtime: &RuntimeEnv, location: &str) -> Result<MemberList
             rels,
         });
     }
-    // The directory's containers, and those of its `key=value` directories, at any depth.
+    // The directory's containers, and those of its `key=value` directories, at any depth:
+    // one level at a time, its directories listed a few at a time (on a remote store
+    // each listing is a round trip).
     let root = resolve_location(runtime, trimmed)?;
-    let (mut rels, mut pending) = (Vec::new(), vec![String::new()]);
-    while let Some(sub) = pending.pop() {
-        let dir = if sub.is_empty() {
-            root.clone()
-        } else {
-            root.child(&sub)
-        };
-        let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
-        let rel = |n: &str| match sub.as_str() {
-            "" => n.to_string(),
-            s => format!("{s}/{n}"),
-        };
-        rels.extend(
-            files
-                .iter()
-                .chain(&dirs)
-                .filter(|n| is_member_name(n))
-                .map(|n| rel(n)),
-        );
-        for d in dirs
-            .iter()
-            .filter(|d| !is_member_name(d) && d.contains('='))
-        {
-            if sub.split('/').count() >= MAX_PARTITION_DEPTH {
-                return Err(DataFusionError::Plan(format!(
-                    "{trimmed}/{}: partition directories nest deeper than {MAX_PARTITION_DEPTH}",
-                    rel(d)
-                )));
-            }
-            pending.push(rel(d));
+    let (mut rels, mut level, mut depth) = (Vec::new(), vec![String::new()], 0);
+    while !level.is_empty() {
+        if depth > MAX_PARTITION_DEPTH {
+            return Err(DataFusionError::Plan(format!(
+                "{trimmed}/{}: partition directories nest deeper than {MAX_PARTITION_DEPTH}",
+                level[0]
+            )));
         }
+        let listings: Vec<_> = level
+            .into_iter()
+            .map(|sub| {
+                let dir = match sub.is_empty() {
+                    true => root.clone(),
+                    false => root.child(&sub),
+                };
+                async move { dir.list_dir().await.map(|l| (sub, l)).map_err(to_df) }
+            })
+            .collect();
+        let listed: Vec<(String, (Vec<String>, Vec<String>))> = futures::stream::iter(listings)
+            .buffered(OPEN_CONCURRENCY)
+            .try_collect()
+            .await?;
+        level = Vec::new();
+        for (sub, (files, dirs)) in listed {
+            let rel = |n: &str| match sub.as_str() {
+                "" => n.to_string(),
+                s => format!("{s}/{n}"),
+            };
+            rels.extend(
+                files
+                    .iter()
+                    .chain(&dirs)
+                    .filter(|n| is_member_name(n))
+                    .map(|n| rel(n)),
+            );
+            level.extend(
+                dirs.iter()
+                    .filter(|d| !is_member_name(d) && d.contains('='))
+                    .map(|d| rel(d)),
+            );
+        }
+        depth += 1;
     }
     rels.sort();
     Ok(MemberList {
@@ -298,13 +315,25 @@ async fn open_members(list: MemberList, opts: &Blosc2Options) -> Result<Arc<dyn 
             .map(|k| (k, inferred_type()))
             .collect(),
     };
-    let mut members = Vec::with_capacity(list.rels.len());
-    for (rel, loc) in list.rels.iter().zip(list.locations()) {
-        let ds = Dataset::open(&loc, &opts.open_options()?)
-            .await
-            .map_err(to_df)?;
-        members.push((rel.clone(), configured(ds, opts)));
-    }
+    // Opened a few at a time: on a remote store each open is a round trip or two.
+    let open_options = opts.open_options()?;
+    let opening: Vec<_> = list
+        .rels
+        .iter()
+        .cloned()
+        .zip(list.locations())
+        .map(|(rel, loc)| {
+            let (open_options, opts) = (open_options.clone(), opts.clone());
+            async move {
+                let ds = Dataset::open(&loc, &open_options).await.map_err(to_df)?;
+                Ok::<_, DataFusionError>((rel, configured(ds, &opts)))
+            }
+        })
+        .collect();
+    let members: Vec<(String, Blosc2Table)> = futures::stream::iter(opening)
+        .buffered(OPEN_CONCURRENCY)
+        .try_collect()
+        .await?;
     // A glob that matches one file is still a multi-file table: its schema (with the
     // file column) does not depend on how many files match today.
     Ok(Arc::new(Blosc2MultiTable::try_new(

@@ -320,3 +320,38 @@ async fn partitioned_directory_through_a_store() {
         );
     }
 }
+
+/// Partition directories are walked to a bounded depth (the file system's own loop
+/// check stops a link back to an ancestor): both end in an error, not an endless walk.
+#[cfg(unix)]
+#[tokio::test]
+async fn partition_walks_are_bounded() {
+    use datafusion::prelude::SessionContext;
+    use datafusion_blosc2::provider::Blosc2SessionExt;
+    let member = fixture("partitioned/temps/year=2023/station=north/part-0.b2nd");
+    let open = |dir: std::path::PathBuf| async move {
+        SessionContext::new()
+            .register_blosc2("t", dir.to_str().unwrap(), Default::default())
+            .await
+            .unwrap_err()
+            .to_string()
+    };
+    let d = tempfile::tempdir().unwrap();
+    let mut deep = d.path().to_path_buf();
+    for k in 0..40 {
+        deep.push(format!("k{k}=1"));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::copy(&member, deep.join("a.b2nd")).unwrap();
+    let e = open(d.path().to_path_buf()).await;
+    assert!(
+        e.contains("partition directories nest deeper than 32"),
+        "{e}"
+    );
+
+    let d = tempfile::tempdir().unwrap();
+    std::fs::copy(&member, d.path().join("a.b2nd")).unwrap();
+    std::os::unix::fs::symlink(".", d.path().join("k=1")).unwrap();
+    let e = open(d.path().to_path_buf()).await;
+    assert!(e.contains("loop"), "{e}");
+}
