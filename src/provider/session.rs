@@ -255,15 +255,18 @@ async fn list_members(runtime: &RuntimeEnv, location: &str) -> Result<MemberList
                     true => root.clone(),
                     false => root.child(&sub),
                 };
-                async move { dir.list_dir().await.map(|l| (sub, l)).map_err(to_df) }
+                async move {
+                    let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
+                    Ok::<_, DataFusionError>((sub, files, dirs))
+                }
             })
             .collect();
-        let listed: Vec<(String, (Vec<String>, Vec<String>))> = futures::stream::iter(listings)
+        let listed: Vec<_> = futures::stream::iter(listings)
             .buffered(OPEN_CONCURRENCY)
             .try_collect()
             .await?;
         level = Vec::new();
-        for (sub, (files, dirs)) in listed {
+        for (sub, files, dirs) in listed {
             let rel = |n: &str| match sub.as_str() {
                 "" => n.to_string(),
                 s => format!("{s}/{n}"),
