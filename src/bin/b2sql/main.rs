@@ -65,7 +65,8 @@ enum Command {
     Query {
         /// Register a table: NAME=PATH (any container kind; 'store.b2z#/key' for one leaf of
         /// a python-blosc2 store; a glob 'dir/*.b2nd' or plain directory for several
-        /// same-schema files). Repeatable.
+        /// same-schema files, its hive partition directories 'year=2024/' included).
+        /// Repeatable.
         #[arg(short = 't', long = "table", value_name = "NAME=PATH")]
         tables: Vec<String>,
         /// Output format.
