@@ -216,6 +216,11 @@ impl BatchReader {
             .collect()
     }
 
+    /// The full schema (every column of the dataset; projections index into it).
+    pub fn full_schema(&self) -> SchemaRef {
+        Arc::clone(&self.full)
+    }
+
     /// The output schema.
     pub fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)

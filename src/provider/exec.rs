@@ -3,21 +3,28 @@
 //! units from its siblings (`work.rs`); LIMIT stops it early and dropping the stream stops
 //! all work. Metrics show what was read and skipped.
 
-use super::prune::{PruneReport, ZoneAccumulator, ZoneMaps};
+use super::dynamic::DynamicPruning;
+use super::prune::{PruneReport, SummaryCache, ZoneAccumulator, ZoneMaps};
 use super::work::{ExecutionUnits, UnitSource};
 use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::text_match::TextMatch;
-use crate::arrow_reader::zones::{ZonedUnit, unit_cost};
+use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
 use crate::dataset::Dataset;
 use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::DynamicFilterTracking;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -47,6 +54,10 @@ pub struct Blosc2Exec {
     /// The units the partitions of the current execution share.
     execution: Arc<ExecutionUnits>,
     props: Arc<PlanProperties>,
+    /// Where dynamic filters find value statistics; `None` when the scan takes none.
+    summaries: Option<Arc<SummaryCache>>,
+    /// Filters other operators update while the query runs, checked before each unit.
+    dynamic: Option<Arc<DynamicPruning>>,
 }
 
 /// Splits `units` into at most `n` contiguous groups of similar estimated cost
@@ -153,7 +164,18 @@ impl Blosc2Exec {
             metrics: ExecutionPlanMetricsSet::new(),
             execution: Arc::default(),
             props,
+            summaries: None,
+            dynamic: None,
         }
+    }
+
+    /// This scan taking dynamic filters (a hash join's key bounds, a TopK's threshold)
+    /// pushed into it while the query is planned, and skipping the units their state
+    /// rules out as it runs; value statistics come from `summaries`, the zone maps and
+    /// special chunks, as in value pruning.
+    pub fn with_dynamic_filters(mut self, summaries: Arc<SummaryCache>) -> Self {
+        self.summaries = Some(summaries);
+        self
     }
 
     /// This scan yielding each scan unit as one batch, not sliced to `batch_size`: for a
@@ -180,6 +202,33 @@ impl Blosc2Exec {
         self.zone_maps = None;
         self.stats = self.stats.to_inexact();
         self
+    }
+
+    /// This scan with chunk-aligned units when its dynamic filters name a coordinate other
+    /// than `dim_0` of an N-d array read in units that span chunks along it (whole rows of
+    /// chunks, planned so when no value filter asks for zones): such units hold every
+    /// value of that coordinate, so no filter on it could skip them.
+    fn zoned_for_dynamic_filters(self) -> Self {
+        let Dataset::Array(a) = &*self.ds else {
+            return self;
+        };
+        let ndim = a.geometry.ndim();
+        let names_inner_dim = self.dynamic.iter().flat_map(|d| d.filters()).any(|f| {
+            collect_columns(f)
+                .iter()
+                .any(|c| (1..ndim).any(|k| self.reader.full_schema().field(k).name() == c.name()))
+        });
+        let spanning = self.partitions.iter().flatten().any(|u| u.zone == u64::MAX);
+        if !names_inner_dim || !spanning {
+            return self;
+        }
+        let max_rows = (self.batch_size as u64).max(1).saturating_mul(8);
+        let units = plan_zoned_units(&self.ds, &self.selection, max_rows);
+        let n = self.partitions.len();
+        let mut partitions = balance(&self.ds, self.projection.as_deref(), units, n);
+        // The plan's partition count stays what it was declared.
+        partitions.resize_with(n, Vec::new);
+        Self { partitions, ..self }
     }
 
     /// The selection this scan produces.
@@ -234,6 +283,10 @@ impl DisplayAs for Blosc2Exec {
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
         }
+        if let Some(d) = &self.dynamic {
+            let filters: Vec<String> = d.filters().iter().map(|e| e.to_string()).collect();
+            write!(f, ", dynamic_filters=[{}]", filters.join(", "))?;
+        }
         Ok(())
     }
 }
@@ -253,8 +306,15 @@ impl ExecutionPlan for Blosc2Exec {
 
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
+        // The dynamic filters: a hash join computes its filter only when it finds the
+        // filter in its probe side's expressions.
+        for e in self.dynamic.iter().flat_map(|d| d.filters()) {
+            if f(e)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
         Ok(TreeNodeRecursion::Continue)
     }
 
@@ -300,6 +360,8 @@ impl ExecutionPlan for Blosc2Exec {
         let blocks_skipped = MetricBuilder::new(m).counter("blocks_skipped", partition);
         let bytes_fetched = MetricBuilder::new(m).counter("bytes_fetched", partition);
         let decode_time = MetricBuilder::new(m).subset_time("read_decode_time", partition);
+        let units_pruned_dynamic =
+            MetricBuilder::new(m).counter("units_pruned_by_dynamic_filters", partition);
         if partition == 0 {
             MetricBuilder::new(m)
                 .counter("chunks_total", 0)
@@ -330,9 +392,12 @@ impl ExecutionPlan for Blosc2Exec {
         let zone_maps = self.zone_maps.clone().filter(|_| !record.is_empty());
         let record_cols: Arc<Vec<usize>> = Arc::new(record.iter().map(|&(_, f)| f).collect());
         let record = Arc::new(record);
+        let dynamic = self.dynamic.clone();
         let stream =
             futures::stream::unfold((units, 0usize, None), move |(mut it, produced, mut acc)| {
                 let reader = reader.clone();
+                let dynamic = dynamic.clone();
+                let pruned_dynamic = units_pruned_dynamic.clone();
                 let zone_maps = zone_maps.clone();
                 let record = Arc::clone(&record);
                 let record_cols = Arc::clone(&record_cols);
@@ -349,6 +414,22 @@ impl ExecutionPlan for Blosc2Exec {
                         return None;
                     }
                     let unit = it.next()?;
+                    if let Some(d) = &dynamic {
+                        match d.keeps(&unit).await {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                pruned_dynamic.add(1);
+                                let none: Vec<Result<_>> = Vec::new();
+                                return Some((futures::stream::iter(none), (it, produced, acc)));
+                            }
+                            Err(e) => {
+                                return Some((
+                                    futures::stream::iter(vec![Err(e)]),
+                                    (UnitSource::Own(Vec::new().into_iter()), produced, None),
+                                ));
+                            }
+                        }
+                    }
                     let mut st = ReadStats::default();
                     let timer = dt.timer();
                     let res = reader.read(&unit.unit, &mut st).await;
@@ -413,5 +494,53 @@ impl ExecutionPlan for Blosc2Exec {
 
     fn supports_limit_pushdown(&self) -> bool {
         true
+    }
+
+    fn handle_child_pushdown_result(
+        &self,
+        _phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        // Every filter stays with its operator; dynamic ones are also checked against
+        // each unit's statistics before it is read. (Static filters were used while
+        // planning: the table provider got them.)
+        let filters: Vec<Arc<dyn PhysicalExpr>> = child_pushdown_result
+            .parent_filters
+            .into_iter()
+            .map(|f| f.filter)
+            .collect();
+        let result = FilterPushdownPropagation::with_parent_pushdown_result(vec![
+            PushedDown::No;
+            filters.len()
+        ]);
+        let dynamic: Vec<_> = filters
+            .into_iter()
+            .filter(|f| DynamicFilterTracking::classify(f).contains_dynamic_filter())
+            .collect();
+        let Some(summaries) = &self.summaries else {
+            return Ok(result);
+        };
+        if dynamic.is_empty() {
+            return Ok(result);
+        }
+        let pruning = match &self.dynamic {
+            Some(d) => d.with_filters(dynamic),
+            None => DynamicPruning::new(
+                dynamic,
+                Arc::clone(&self.ds),
+                self.reader.full_schema(),
+                self.zone_maps.clone(),
+                Arc::clone(summaries),
+            ),
+        };
+        let node = Self {
+            dynamic: Some(Arc::new(pruning)),
+            metrics: ExecutionPlanMetricsSet::new(),
+            execution: Arc::default(),
+            ..self.clone()
+        }
+        .zoned_for_dynamic_filters();
+        Ok(result.with_updated_node(Arc::new(node)))
     }
 }

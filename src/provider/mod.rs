@@ -3,6 +3,7 @@
 
 pub mod aggregate;
 pub mod computed;
+pub mod dynamic;
 pub mod exec;
 pub mod multi;
 pub mod partition;

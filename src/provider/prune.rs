@@ -17,7 +17,7 @@ use crate::array::summary::ColumnSummary;
 use crate::arrow_reader::reader::ScanUnit;
 use crate::arrow_reader::zones::{ZonedUnit, special_chunk_values, summary_arrays};
 use crate::dataset::Dataset;
-use arrow::array::{Array, ArrayRef, BooleanArray};
+use arrow::array::{Array, ArrayRef, BooleanArray, UInt64Array};
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, ScalarValue};
@@ -221,6 +221,10 @@ struct UnitStatistics {
     containers: usize,
     min: HashMap<String, ArrayRef>,
     max: HashMap<String, ArrayRef>,
+    /// Columns that hold no nulls (coordinates, non-nullable values).
+    never_null: HashSet<String>,
+    /// Rows of each unit.
+    rows: ArrayRef,
 }
 
 impl PruningStatistics for UnitStatistics {
@@ -233,11 +237,14 @@ impl PruningStatistics for UnitStatistics {
     fn num_containers(&self) -> usize {
         self.containers
     }
-    fn null_counts(&self, _column: &Column) -> Option<ArrayRef> {
-        None
+    fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
+        // `x IS NULL OR x > t` (a TopK's threshold) prunes only when no nulls are known.
+        self.never_null
+            .contains(column.name())
+            .then(|| Arc::new(UInt64Array::from(vec![0u64; self.containers])) as ArrayRef)
     }
     fn row_counts(&self) -> Option<ArrayRef> {
-        None
+        Some(Arc::clone(&self.rows))
     }
     fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
         None
@@ -269,6 +276,10 @@ pub async fn prune_units(
         containers: units.len(),
         min: HashMap::new(),
         max: HashMap::new(),
+        never_null: HashSet::new(),
+        rows: Arc::new(UInt64Array::from_iter_values(
+            units.iter().map(|u| u.unit.rows()),
+        )),
     };
     let mut names: Vec<String> =
         datafusion::physical_expr::utils::collect_columns(predicate.orig_expr())
@@ -281,6 +292,9 @@ pub async fn prune_units(
         let Ok(col) = schema.index_of(&name) else {
             continue;
         };
+        if !schema.field(col).is_nullable() {
+            stats.never_null.insert(name.clone());
+        }
         let ex = column_extrema(ds, schema, col, &units, zone_maps, summaries, &mut sources)
             .await
             .map_err(super::to_df)?;
@@ -340,6 +354,9 @@ async fn column_extrema(
                             )
                         })
                     }
+                    // A unit planned without zones may span chunks: no chunk's
+                    // statistics describe it.
+                    _ if u.zone == u64::MAX => None,
                     _ => {
                         let known = match special.get(&u.zone) {
                             Some(v) => v.clone(),

@@ -329,22 +329,26 @@ impl Blosc2Table {
             Dataset::Table(t) => text_matches(t, &self.stored, filters).await?,
             Dataset::Array(a) => value_text_matches(a, &self.stored, filters),
         };
-        Ok(Arc::new(
-            Blosc2Exec::new(
-                Arc::clone(&self.ds),
-                Arc::clone(&self.stored),
-                projection.cloned(),
-                units,
-                cfg.target_partitions(),
-                batch_size,
-                limit,
-                stats,
-                sel,
-                self.zone_maps.clone(),
-                report,
-            )
-            .with_text_matches(text_matches),
-        ))
+        let exec = Blosc2Exec::new(
+            Arc::clone(&self.ds),
+            Arc::clone(&self.stored),
+            projection.cloned(),
+            units,
+            cfg.target_partitions(),
+            batch_size,
+            limit,
+            stats,
+            sel,
+            self.zone_maps.clone(),
+            report,
+        )
+        .with_text_matches(text_matches);
+        // Dynamic filters prune on statistics as value pruning does: with it, or not at all.
+        let exec = match self.value_pruning {
+            true => exec.with_dynamic_filters(Arc::clone(&self.summaries)),
+            false => exec,
+        };
+        Ok(Arc::new(exec))
     }
 }
 

@@ -597,3 +597,133 @@ async fn array_value_equalities_match_unpushed_filters() {
     ];
     check_text_filters("bcolz/carray-S3", "dim_0, value", "dim_0", &cases).await;
 }
+
+/// Sums metric `name` over every `Blosc2Exec` in `plan`.
+fn scan_metric_sum(
+    plan: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    name: &str,
+) -> usize {
+    let own = match plan.name() {
+        "Blosc2Exec" => plan
+            .metrics()
+            .and_then(|m| m.sum_by_name(name))
+            .map_or(0, |m| m.as_usize()),
+        _ => 0,
+    };
+    own + plan
+        .children()
+        .iter()
+        .map(|c| scan_metric_sum(c, name))
+        .sum::<usize>()
+}
+
+/// Dynamic filters: a TopK's threshold (`ORDER BY dim_0 LIMIT k`, and on values once zone
+/// maps know them) and a hash join's key bounds reach the scan, which skips the units
+/// they rule out. Every answer is checked against the fixture's formula (value = 2 *
+/// flat index + 1) and against the same query with DataFusion's dynamic filters off.
+/// Skips are asserted where they do not depend on timing: TopKs in one partition
+/// (reading in order, the first unit sets a threshold the later ones fail; descending, or
+/// over several partitions, what is skipped depends on which partition gets ahead), and
+/// joins (the probe side starts once the build side is known).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_filters_skip_units() {
+    use datafusion::physical_plan::collect;
+    let (ctx, _) = geom_session().await;
+    let run = |sql: String, dynamic: bool, partitions: usize| {
+        let ctx = ctx.clone();
+        async move {
+            let state = ctx.state();
+            let mut config = state.config().clone();
+            let opts = config.options_mut();
+            opts.optimizer.enable_topk_dynamic_filter_pushdown = dynamic;
+            opts.optimizer.enable_join_dynamic_filter_pushdown = dynamic;
+            opts.execution.target_partitions = partitions;
+            let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
+                .with_config(config)
+                .build();
+            let plan = state
+                .create_physical_plan(&state.create_logical_plan(&sql).await.unwrap())
+                .await
+                .unwrap();
+            let batches = collect(std::sync::Arc::clone(&plan), state.task_ctx())
+                .await
+                .unwrap();
+            let rows: Vec<Vec<i64>> = batches
+                .iter()
+                .flat_map(|b| {
+                    (0..b.num_rows()).map(move |r| {
+                        b.columns()
+                            .iter()
+                            .map(|c| c.as_primitive::<Int64Type>().value(r))
+                            .collect()
+                    })
+                })
+                .collect();
+            let pruned = scan_metric_sum(&plan, "units_pruned_by_dynamic_filters");
+            (rows, pruned)
+        }
+    };
+    let value = |i: &[i64], shape: &[i64]| {
+        let flat = i.iter().zip(shape).fold(0, |acc, (x, n)| acc * n + x);
+        2 * flat + 1
+    };
+    // TopK on a coordinate, both directions, over row chunks and tiles.
+    for (table, shape) in [("geom_2d_tiles", [37i64, 40]), ("geom_2d_rows", [37, 24])] {
+        for desc in [true, false] {
+            let order = if desc { "DESC" } else { "ASC" };
+            let sql = format!(
+                "SELECT dim_0, dim_1, CAST(value AS BIGINT) FROM {table} \
+                 ORDER BY dim_0 {order}, dim_1 {order} LIMIT 3"
+            );
+            let last = (shape[0] - 1, shape[1] - 1);
+            let expect: Vec<Vec<i64>> = (0..3)
+                .map(|k| {
+                    let (i, j) = if desc { (last.0, last.1 - k) } else { (0, k) };
+                    vec![i, j, value(&[i, j], &shape)]
+                })
+                .collect();
+            for partitions in [1, 3] {
+                let (rows, pruned) = run(sql.clone(), true, partitions).await;
+                assert_eq!(rows, expect, "{sql}");
+                if !desc && partitions == 1 {
+                    assert!(pruned > 0, "{sql}: no unit skipped");
+                }
+            }
+            let (plain, none) = run(sql.clone(), false, 3).await;
+            assert_eq!(plain, expect, "{sql}: without dynamic filters");
+            assert_eq!(none, 0, "{sql}: skipped without dynamic filters");
+        }
+    }
+    // TopK on values: the first run records zone maps, the next one prunes with them.
+    let sql = "SELECT CAST(value AS BIGINT) AS v FROM geom_1d_big ORDER BY value LIMIT 2";
+    let (first, _) = run(sql.into(), true, 1).await;
+    let (second, pruned) = run(sql.into(), true, 1).await;
+    let expect = vec![vec![1], vec![3]];
+    assert_eq!((first, second), (expect.clone(), expect), "{sql}");
+    assert!(pruned > 0, "{sql}: no unit skipped with zone maps");
+    // A join's key bounds: one column of tiles is read.
+    for (table, shape) in [
+        ("geom_2d_tiles", &[37i64, 40][..]),
+        ("geom_3d_tiles", &[9, 8, 10]),
+    ] {
+        let last = shape.len() - 1;
+        let sql = format!(
+            "SELECT count(*), sum(CAST(value AS BIGINT)) FROM {table} t \
+             JOIN (VALUES (3), (4)) k(c) ON t.dim_{last} = k.c"
+        );
+        let (rows, pruned) = run(sql.clone(), true, 3).await;
+        let (plain, _) = run(sql.clone(), false, 3).await;
+        let (mut count, mut sum) = (0, 0);
+        let n: i64 = shape.iter().product();
+        for flat in 0..n {
+            let c = flat % shape[last];
+            if c == 3 || c == 4 {
+                count += 1;
+                sum += 2 * flat + 1;
+            }
+        }
+        assert_eq!(rows, vec![vec![count, sum]], "{sql}");
+        assert_eq!(plain, rows, "{sql}: without dynamic filters");
+        assert!(pruned > 0, "{sql}: no unit skipped");
+    }
+}

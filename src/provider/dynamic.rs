@@ -1,0 +1,157 @@
+//! Dynamic filters: predicates other operators push into the scan while the query runs
+//! (DataFusion's dynamic filter pushdown). A hash join's build side sends the bounds of
+//! its keys (`dim_1 >= 7 AND dim_1 <= 7`, …) to the probe side's scan; a `TopK` (`ORDER
+//! BY … LIMIT k`) sends the threshold its heap has reached (`dim_0 > 8180`). Before the
+//! scan reads a unit, [`DynamicPruning::keeps`] checks the filter's current state against
+//! the unit's statistics — its coordinate box, and the value statistics value pruning
+//! uses ([`super::prune`]) — and skips units no row of which can pass.
+//!
+//! The filters stay with the operators that sent them (reported not pushed down): a kept
+//! unit's rows are still filtered there, so skipping only ever saves work.
+
+use super::prune::{SummaryCache, ZoneMaps, prune_units};
+use crate::arrow_reader::zones::ZonedUnit;
+use crate::dataset::Dataset;
+use arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::error::Result;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::utils::{collect_columns, conjunction};
+use datafusion::physical_expr_common::physical_expr::{
+    snapshot_generation, snapshot_physical_expr,
+};
+use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// The dynamic filters of one scan and what they are checked against.
+pub struct DynamicPruning {
+    /// The filters as pushed, over the scan's output columns.
+    filters: Vec<Arc<dyn PhysicalExpr>>,
+    ds: Arc<Dataset>,
+    /// The dataset's stored columns (what the pruning predicate is built over).
+    stored: SchemaRef,
+    zone_maps: Option<Arc<ZoneMaps>>,
+    summaries: Arc<SummaryCache>,
+    /// The predicate for the filters' state of the given generation (`None`: nothing
+    /// to prune on), rebuilt when a filter changes.
+    current: Mutex<Option<(u64, Option<Arc<PruningPredicate>>)>>,
+}
+
+impl fmt::Debug for DynamicPruning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynamicPruning")
+            .field("filters", &self.filters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DynamicPruning {
+    /// Pruning on `filters` (over the scan's output columns) for units of `ds`, with the
+    /// statistics sources value pruning uses.
+    pub fn new(
+        filters: Vec<Arc<dyn PhysicalExpr>>,
+        ds: Arc<Dataset>,
+        stored: SchemaRef,
+        zone_maps: Option<Arc<ZoneMaps>>,
+        summaries: Arc<SummaryCache>,
+    ) -> Self {
+        DynamicPruning {
+            filters,
+            ds,
+            stored,
+            zone_maps,
+            summaries,
+            current: Mutex::new(None),
+        }
+    }
+
+    /// The filters, as pushed.
+    pub fn filters(&self) -> &[Arc<dyn PhysicalExpr>] {
+        &self.filters
+    }
+
+    /// This pruning with `more` filters added.
+    pub fn with_filters(&self, more: Vec<Arc<dyn PhysicalExpr>>) -> Self {
+        let mut filters = self.filters.clone();
+        filters.extend(more);
+        DynamicPruning::new(
+            filters,
+            Arc::clone(&self.ds),
+            Arc::clone(&self.stored),
+            self.zone_maps.clone(),
+            Arc::clone(&self.summaries),
+        )
+    }
+
+    /// False when the filters' current state proves that no row of `unit` passes them.
+    ///
+    /// # Errors
+    /// Snapshotting a filter, reading a SUMMARY sidecar, or evaluating the predicate.
+    pub async fn keeps(&self, unit: &ZonedUnit) -> Result<bool> {
+        let Some(predicate) = self.predicate()? else {
+            return Ok(true);
+        };
+        let (kept, _) = prune_units(
+            &self.ds,
+            &self.stored,
+            vec![unit.clone()],
+            &predicate,
+            self.zone_maps.as_deref(),
+            &self.summaries,
+        )
+        .await?;
+        Ok(!kept.is_empty())
+    }
+
+    /// The pruning predicate of the filters' current state.
+    fn predicate(&self) -> Result<Option<Arc<PruningPredicate>>> {
+        let generation = self
+            .filters
+            .iter()
+            .fold(0u64, |g, f| g.wrapping_add(snapshot_generation(f)));
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, p)) = current.as_ref()
+            && *g == generation
+        {
+            return Ok(p.clone());
+        }
+        // A filter naming a column the dataset does not store (one a projection above
+        // computes) says nothing about the units.
+        let mut snapshots = Vec::with_capacity(self.filters.len());
+        for f in &self.filters {
+            let s = snapshot_physical_expr(Arc::clone(f))?;
+            let stored = collect_columns(&s)
+                .iter()
+                .all(|c| self.stored.index_of(c.name()).is_ok());
+            if stored {
+                snapshots.push(self.over_stored(s)?);
+            }
+        }
+        if snapshots.is_empty() {
+            *current = Some((generation, None));
+            return Ok(None);
+        }
+        let predicate = PruningPredicateBuilder::new()
+            .with_file_schema(Arc::clone(&self.stored))
+            .build(conjunction(snapshots));
+        *current = Some((generation, predicate.clone()));
+        Ok(predicate)
+    }
+
+    /// `expr` (over the scan's output columns) over the stored columns: the same names,
+    /// the stored schema's indices.
+    fn over_stored(&self, expr: Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
+        expr.transform_up(|e| match e.downcast_ref::<Column>() {
+            Some(c) => match self.stored.index_of(c.name()) {
+                Ok(i) if i != c.index() => {
+                    Ok(Transformed::yes(Arc::new(Column::new(c.name(), i)) as _))
+                }
+                _ => Ok(Transformed::no(e)),
+            },
+            None => Ok(Transformed::no(e)),
+        })
+        .map(|t| t.data)
+    }
+}
