@@ -216,6 +216,27 @@ impl BatchReader {
             .collect()
     }
 
+    /// This reader producing the columns `projection` (full-schema indices) instead,
+    /// with the same row selection (text matches), buffers and dictionaries: reads of
+    /// one unit by both give the same rows.
+    pub fn with_projection(&self, projection: Vec<usize>) -> Self {
+        let schema = Arc::new(
+            self.full
+                .project(&projection)
+                .expect("projection indices come from this schema"),
+        );
+        BatchReader {
+            projection,
+            schema,
+            ..self.clone()
+        }
+    }
+
+    /// The columns this reader produces, as full-schema indices.
+    pub fn projection(&self) -> &[usize] {
+        &self.projection
+    }
+
     /// The full schema (every column of the dataset; projections index into it).
     pub fn full_schema(&self) -> SchemaRef {
         Arc::clone(&self.full)

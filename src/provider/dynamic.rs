@@ -12,7 +12,8 @@
 use super::prune::{SummaryCache, ZoneMaps, prune_units};
 use crate::arrow_reader::zones::ZonedUnit;
 use crate::dataset::Dataset;
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array, BooleanArray, RecordBatch};
+use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::Result;
 use datafusion::physical_expr::PhysicalExpr;
@@ -34,9 +35,18 @@ pub struct DynamicPruning {
     stored: SchemaRef,
     zone_maps: Option<Arc<ZoneMaps>>,
     summaries: Arc<SummaryCache>,
-    /// The predicate for the filters' state of the given generation (`None`: nothing
-    /// to prune on), rebuilt when a filter changes.
-    current: Mutex<Option<(u64, Option<Arc<PruningPredicate>>)>>,
+    /// The filters' state of one generation, rebuilt when a filter changes.
+    current: Mutex<Option<Snapshot>>,
+}
+
+/// The filters' state of one generation.
+#[derive(Clone)]
+struct Snapshot {
+    generation: u64,
+    /// Over the stored columns; `None`: nothing to prune on.
+    predicate: Option<Arc<PruningPredicate>>,
+    /// The filters' conjunction over the scan's output columns; `None`: no filter.
+    expr: Option<Arc<dyn PhysicalExpr>>,
 }
 
 impl fmt::Debug for DynamicPruning {
@@ -90,7 +100,7 @@ impl DynamicPruning {
     /// # Errors
     /// Snapshotting a filter, reading a SUMMARY sidecar, or evaluating the predicate.
     pub async fn keeps(&self, unit: &ZonedUnit) -> Result<bool> {
-        let Some(predicate) = self.predicate()? else {
+        let Some(predicate) = self.snapshot()?.predicate else {
             return Ok(true);
         };
         let (kept, _) = prune_units(
@@ -105,53 +115,97 @@ impl DynamicPruning {
         Ok(!kept.is_empty())
     }
 
-    /// The pruning predicate of the filters' current state.
-    fn predicate(&self) -> Result<Option<Arc<PruningPredicate>>> {
+    /// The names of the columns the filters read.
+    pub fn column_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .filters
+            .iter()
+            .flat_map(|f| collect_columns(f).into_iter().map(|c| c.name().to_string()))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// True when some row of `batch` (columns named as the scan's output columns) passes
+    /// the filters' current state, or when they cannot be evaluated on it.
+    ///
+    /// # Errors
+    /// Snapshotting or evaluating a filter.
+    pub fn any_row_passes(&self, batch: &RecordBatch) -> Result<bool> {
+        let Some(expr) = self.snapshot()?.expr else {
+            return Ok(true);
+        };
+        let schema = batch.schema();
+        if collect_columns(&expr)
+            .iter()
+            .any(|c| schema.index_of(c.name()).is_err())
+        {
+            return Ok(true);
+        }
+        let expr = remap_columns(expr, &schema)?;
+        let result = expr.evaluate(batch)?.into_array(batch.num_rows())?;
+        Ok(match result.as_any().downcast_ref::<BooleanArray>() {
+            Some(b) => b.true_count() > 0,
+            None => true,
+        })
+    }
+
+    /// The filters' current state.
+    fn snapshot(&self) -> Result<Snapshot> {
         let generation = self
             .filters
             .iter()
             .fold(0u64, |g, f| g.wrapping_add(snapshot_generation(f)));
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((g, p)) = current.as_ref()
-            && *g == generation
+        if let Some(s) = current.as_ref()
+            && s.generation == generation
         {
-            return Ok(p.clone());
+            return Ok(s.clone());
         }
+        let snapshots = self
+            .filters
+            .iter()
+            .map(|f| snapshot_physical_expr(Arc::clone(f)))
+            .collect::<Result<Vec<_>>>()?;
         // A filter naming a column the dataset does not store (one a projection above
         // computes) says nothing about the units.
-        let mut snapshots = Vec::with_capacity(self.filters.len());
-        for f in &self.filters {
-            let s = snapshot_physical_expr(Arc::clone(f))?;
-            let stored = collect_columns(&s)
+        let mut over_stored = Vec::with_capacity(snapshots.len());
+        for s in &snapshots {
+            let stored = collect_columns(s)
                 .iter()
                 .all(|c| self.stored.index_of(c.name()).is_ok());
             if stored {
-                snapshots.push(self.over_stored(s)?);
+                over_stored.push(remap_columns(Arc::clone(s), &self.stored)?);
             }
         }
-        if snapshots.is_empty() {
-            *current = Some((generation, None));
-            return Ok(None);
-        }
-        let predicate = PruningPredicateBuilder::new()
-            .with_file_schema(Arc::clone(&self.stored))
-            .build(conjunction(snapshots));
-        *current = Some((generation, predicate.clone()));
-        Ok(predicate)
+        let predicate = match over_stored.is_empty() {
+            true => None,
+            false => PruningPredicateBuilder::new()
+                .with_file_schema(Arc::clone(&self.stored))
+                .build(conjunction(over_stored)),
+        };
+        let snapshot = Snapshot {
+            generation,
+            predicate,
+            expr: (!snapshots.is_empty()).then(|| conjunction(snapshots)),
+        };
+        *current = Some(snapshot.clone());
+        Ok(snapshot)
     }
+}
 
-    /// `expr` (over the scan's output columns) over the stored columns: the same names,
-    /// the stored schema's indices.
-    fn over_stored(&self, expr: Arc<dyn PhysicalExpr>) -> Result<Arc<dyn PhysicalExpr>> {
-        expr.transform_up(|e| match e.downcast_ref::<Column>() {
-            Some(c) => match self.stored.index_of(c.name()) {
-                Ok(i) if i != c.index() => {
-                    Ok(Transformed::yes(Arc::new(Column::new(c.name(), i)) as _))
-                }
-                _ => Ok(Transformed::no(e)),
-            },
-            None => Ok(Transformed::no(e)),
-        })
-        .map(|t| t.data)
-    }
+/// `expr` with each column's index taken from `schema` by name (names `schema` lacks
+/// are left as they are).
+fn remap_columns(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<Arc<dyn PhysicalExpr>> {
+    expr.transform_up(|e| match e.downcast_ref::<Column>() {
+        Some(c) => match schema.index_of(c.name()) {
+            Ok(i) if i != c.index() => {
+                Ok(Transformed::yes(Arc::new(Column::new(c.name(), i)) as _))
+            }
+            _ => Ok(Transformed::no(e)),
+        },
+        None => Ok(Transformed::no(e)),
+    })
+    .map(|t| t.data)
 }

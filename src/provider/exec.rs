@@ -11,7 +11,7 @@ use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
 use crate::dataset::Dataset;
-use arrow::array::ArrayRef;
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
 use datafusion::common::config::ConfigOptions;
@@ -291,6 +291,87 @@ impl DisplayAs for Blosc2Exec {
     }
 }
 
+/// A table's scan read in two steps when its dynamic filters name some of the columns it
+/// produces: those first, and the others only when a row of the unit passes the filters'
+/// current state (a join's keys, a TopK's sort column: most units fail once the filter
+/// has settled, and their other columns are never decoded).
+#[derive(Debug)]
+struct Probe {
+    /// Reads the filter columns.
+    first: BatchReader,
+    /// Reads the other columns, with the same rows.
+    rest: BatchReader,
+    /// For each output column: from `first` (true) or `rest`, and its index there.
+    from: Vec<(bool, usize)>,
+    schema: SchemaRef,
+}
+
+impl Probe {
+    /// The two-step read of `reader`'s columns, when `ds` is a table (whose columns are
+    /// stored apart), no text match selects rows, and `dynamic`'s filters name some but
+    /// not all of the columns.
+    fn new(ds: &Dataset, reader: &BatchReader, dynamic: &DynamicPruning) -> Option<Self> {
+        if !matches!(ds, Dataset::Table(_)) || !reader.text_match_columns().is_empty() {
+            return None;
+        }
+        let names = dynamic.column_names();
+        let full = reader.full_schema();
+        let (first, rest): (Vec<usize>, Vec<usize>) = reader
+            .projection()
+            .iter()
+            .partition(|&&c| names.contains(full.field(c).name()));
+        if first.is_empty() || rest.is_empty() {
+            return None;
+        }
+        let from = reader
+            .projection()
+            .iter()
+            .map(|c| match first.iter().position(|f| f == c) {
+                Some(i) => (true, i),
+                None => (false, rest.iter().position(|r| r == c).unwrap_or(0)),
+            })
+            .collect();
+        Some(Probe {
+            first: reader.with_projection(first),
+            rest: reader.with_projection(rest),
+            from,
+            schema: reader.schema(),
+        })
+    }
+
+    /// The unit's batch, or `None` when no row of its filter columns passes `dynamic`.
+    async fn read(
+        &self,
+        dynamic: &DynamicPruning,
+        unit: &ScanUnit,
+        st: &mut ReadStats,
+    ) -> Result<Option<RecordBatch>> {
+        let first = self.first.read(unit, st).await.map_err(super::to_df)?;
+        if !dynamic.any_row_passes(&first)? {
+            return Ok(None);
+        }
+        let rest = self.rest.read(unit, st).await.map_err(super::to_df)?;
+        if rest.num_rows() != first.num_rows() {
+            return Err(DataFusionError::Internal(format!(
+                "two reads of one unit gave {} and {} rows",
+                first.num_rows(),
+                rest.num_rows()
+            )));
+        }
+        let cols = self
+            .from
+            .iter()
+            .map(|&(f, i)| Arc::clone(if f { first.column(i) } else { rest.column(i) }))
+            .collect();
+        let opts = RecordBatchOptions::new().with_row_count(Some(first.num_rows()));
+        Ok(Some(RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            cols,
+            &opts,
+        )?))
+    }
+}
+
 impl ExecutionPlan for Blosc2Exec {
     fn name(&self) -> &str {
         "Blosc2Exec"
@@ -393,9 +474,15 @@ impl ExecutionPlan for Blosc2Exec {
         let record_cols: Arc<Vec<usize>> = Arc::new(record.iter().map(|&(_, f)| f).collect());
         let record = Arc::new(record);
         let dynamic = self.dynamic.clone();
+        let probe = self
+            .dynamic
+            .as_deref()
+            .and_then(|d| Probe::new(&self.ds, &self.reader, d))
+            .map(Arc::new);
         let stream =
             futures::stream::unfold((units, 0usize, None), move |(mut it, produced, mut acc)| {
                 let reader = reader.clone();
+                let probe = probe.clone();
                 let dynamic = dynamic.clone();
                 let pruned_dynamic = units_pruned_dynamic.clone();
                 let zone_maps = zone_maps.clone();
@@ -432,8 +519,28 @@ impl ExecutionPlan for Blosc2Exec {
                     }
                     let mut st = ReadStats::default();
                     let timer = dt.timer();
-                    let res = reader.read(&unit.unit, &mut st).await;
+                    let res = match (&probe, &dynamic) {
+                        (Some(p), Some(d)) => p.read(d, &unit.unit, &mut st).await,
+                        _ => reader
+                            .read(&unit.unit, &mut st)
+                            .await
+                            .map(Some)
+                            .map_err(super::to_df),
+                    };
                     timer.done();
+                    let res = match res {
+                        Ok(Some(b)) => Ok(b),
+                        Ok(None) => {
+                            // No row of the filter columns passes: nothing else decoded.
+                            pruned_dynamic.add(1);
+                            bd.add(st.blocks_decoded as usize);
+                            bf.add(st.bytes_fetched as usize);
+                            cr.add(st.chunks_read as usize);
+                            let none: Vec<Result<_>> = Vec::new();
+                            return Some((futures::stream::iter(none), (it, produced, acc)));
+                        }
+                        Err(e) => Err(e),
+                    };
                     if let (Ok(b), Some(zm)) = (&res, &zone_maps) {
                         let values: Vec<&ArrayRef> =
                             record.iter().map(|&(i, _)| b.column(i)).collect();
@@ -456,7 +563,7 @@ impl ExecutionPlan for Blosc2Exec {
                             Some((futures::stream::iter(pieces), (it, produced + take, acc)))
                         }
                         Err(e) => Some((
-                            futures::stream::iter(vec![Err(super::to_df(e))]),
+                            futures::stream::iter(vec![Err(e)]),
                             (UnitSource::Own(Vec::new().into_iter()), produced, None),
                         )),
                     }

@@ -727,3 +727,99 @@ async fn dynamic_filters_skip_units() {
         assert!(pruned > 0, "{sql}: no unit skipped");
     }
 }
+
+/// Runs `sql` with DataFusion's dynamic filters on or off, in `partitions` partitions:
+/// its rows as text, and the units the scans skipped on dynamic filters.
+async fn run_dynamic(
+    ctx: &SessionContext,
+    sql: &str,
+    dynamic: bool,
+    partitions: usize,
+) -> (Vec<String>, usize) {
+    use datafusion::physical_plan::collect;
+    let state = ctx.state();
+    let mut config = state.config().clone();
+    let opts = config.options_mut();
+    opts.optimizer.enable_topk_dynamic_filter_pushdown = dynamic;
+    opts.optimizer.enable_join_dynamic_filter_pushdown = dynamic;
+    opts.execution.target_partitions = partitions;
+    let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
+        .with_config(config)
+        .build();
+    let plan = state
+        .create_physical_plan(&state.create_logical_plan(sql).await.unwrap())
+        .await
+        .unwrap();
+    let batches = collect(std::sync::Arc::clone(&plan), state.task_ctx())
+        .await
+        .unwrap();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    let rows = text.lines().map(str::to_string).collect();
+    (
+        rows,
+        scan_metric_sum(&plan, "units_pruned_by_dynamic_filters"),
+    )
+}
+
+/// Tables read their dynamic filters' columns first and decode the others only for units
+/// where some row passes (python-blosc2 CTable, bcolz ctable): the same rows as without
+/// dynamic filters, every column, and units skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_filters_read_table_columns_in_two_steps() {
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_batch_size(100));
+    let base = env!("CARGO_MANIFEST_DIR");
+    for (name, rel) in [
+        ("events", "ctable/events.b2d"),
+        ("varlen", "ctable/varlen.b2d"),
+        ("bc", "bcolz/ctable"),
+    ] {
+        ctx.register_blosc2(
+            name,
+            &format!("{base}/tests/fixtures/{rel}"),
+            Blosc2Options::default(),
+        )
+        .await
+        .unwrap();
+    }
+    // (query, partitions, whether units are skipped: the bcolz ctable is one unit).
+    let cases = [
+        // TopKs in one partition: the first units set the threshold.
+        ("SELECT * FROM events ORDER BY t LIMIT 5", 1, true),
+        // `word` has no SUMMARY sidecar: only reading it first can skip a unit.
+        ("SELECT * FROM varlen ORDER BY word LIMIT 3", 1, true),
+        (
+            "SELECT tag, k, t FROM events ORDER BY t DESC LIMIT 5",
+            1,
+            false,
+        ),
+        ("SELECT * FROM bc ORDER BY id LIMIT 4", 1, false),
+        (
+            "SELECT name, id, x FROM bc ORDER BY x, id LIMIT 3",
+            1,
+            false,
+        ),
+        // Joins on a table column: the build side's keys are known before the scan.
+        (
+            "SELECT b.* FROM bc b JOIN (VALUES (7), (2400)) k(c) ON b.id = k.c ORDER BY b.id",
+            2,
+            false,
+        ),
+        (
+            "SELECT count(*), sum(e.v), min(e.tag) FROM events e JOIN (VALUES (10), (11)) k(c) ON e.t = k.c",
+            2,
+            true,
+        ),
+    ];
+    for (sql, partitions, skips) in cases {
+        let (rows, pruned) = run_dynamic(&ctx, sql, true, partitions).await;
+        let (plain, none) = run_dynamic(&ctx, sql, false, partitions).await;
+        assert_eq!(rows, plain, "{sql}");
+        assert!(rows.len() > 4, "{sql}: {rows:?}");
+        if skips {
+            assert!(pruned > 0, "{sql}: no unit skipped");
+        }
+        assert_eq!(none, 0, "{sql}");
+    }
+}
