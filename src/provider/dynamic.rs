@@ -6,16 +6,21 @@
 //! the unit's statistics — its coordinate box, and the value statistics value pruning
 //! uses ([`super::prune`]) — and skips units no row of which can pass.
 //!
+//! A table's scan also reads the columns its filters name first ([`Probe`]) and decodes
+//! its other columns only for units where some row passes.
+//!
 //! The filters stay with the operators that sent them (reported not pushed down): a kept
 //! unit's rows are still filtered there, so skipping only ever saves work.
 
 use super::prune::{SummaryCache, ZoneMaps, prune_units};
+use crate::array::ndarray::ReadStats;
+use crate::arrow_reader::reader::{BatchReader, ScanUnit};
 use crate::arrow_reader::zones::ZonedUnit;
 use crate::dataset::Dataset;
-use arrow::array::{Array, BooleanArray, RecordBatch};
+use arrow::array::{Array, BooleanArray, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::{collect_columns, conjunction};
@@ -208,4 +213,88 @@ fn remap_columns(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<Arc<dyn
         None => Ok(Transformed::no(e)),
     })
     .map(|t| t.data)
+}
+
+/// A table's scan read in two steps when its dynamic filters name some of the columns it
+/// produces: those first, and the others only when a row of the unit passes the filters'
+/// current state (a join's keys, a TopK's sort column: most units fail once the filter
+/// has settled, and their other columns are never decoded).
+#[derive(Debug)]
+pub struct Probe {
+    /// Reads the filter columns.
+    first: BatchReader,
+    /// Reads the other columns, with the same rows.
+    rest: BatchReader,
+    /// For each output column: from `first` (true) or `rest`, and its index there.
+    from: Vec<(bool, usize)>,
+    schema: SchemaRef,
+}
+
+impl Probe {
+    /// The two-step read of `reader`'s columns, when `ds` is a table (whose columns are
+    /// stored apart), no text match selects rows, and `dynamic`'s filters name some but
+    /// not all of the columns.
+    pub fn new(ds: &Dataset, reader: &BatchReader, dynamic: &DynamicPruning) -> Option<Self> {
+        if !matches!(ds, Dataset::Table(_)) || !reader.text_match_columns().is_empty() {
+            return None;
+        }
+        let names = dynamic.column_names();
+        let full = reader.full_schema();
+        let (first, rest): (Vec<usize>, Vec<usize>) = reader
+            .projection()
+            .iter()
+            .partition(|&&c| names.contains(full.field(c).name()));
+        if first.is_empty() || rest.is_empty() {
+            return None;
+        }
+        let from = reader
+            .projection()
+            .iter()
+            .map(|c| match first.iter().position(|f| f == c) {
+                Some(i) => (true, i),
+                None => (false, rest.iter().position(|r| r == c).unwrap_or(0)),
+            })
+            .collect();
+        Some(Probe {
+            first: reader.with_projection(first),
+            rest: reader.with_projection(rest),
+            from,
+            schema: reader.schema(),
+        })
+    }
+
+    /// The unit's batch, or `None` when no row of its filter columns passes `dynamic`.
+    ///
+    /// # Errors
+    /// Reading or decoding, evaluating a filter.
+    pub async fn read(
+        &self,
+        dynamic: &DynamicPruning,
+        unit: &ScanUnit,
+        st: &mut ReadStats,
+    ) -> Result<Option<RecordBatch>> {
+        let first = self.first.read(unit, st).await.map_err(super::to_df)?;
+        if !dynamic.any_row_passes(&first)? {
+            return Ok(None);
+        }
+        let rest = self.rest.read(unit, st).await.map_err(super::to_df)?;
+        if rest.num_rows() != first.num_rows() {
+            return Err(DataFusionError::Internal(format!(
+                "two reads of one unit gave {} and {} rows",
+                first.num_rows(),
+                rest.num_rows()
+            )));
+        }
+        let cols = self
+            .from
+            .iter()
+            .map(|&(f, i)| Arc::clone(if f { first.column(i) } else { rest.column(i) }))
+            .collect();
+        let opts = RecordBatchOptions::new().with_row_count(Some(first.num_rows()));
+        Ok(Some(RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            cols,
+            &opts,
+        )?))
+    }
 }

@@ -3,7 +3,7 @@
 //! units from its siblings (`work.rs`); LIMIT stops it early and dropping the stream stops
 //! all work. Metrics show what was read and skipped.
 
-use super::dynamic::DynamicPruning;
+use super::dynamic::{DynamicPruning, Probe};
 use super::prune::{PruneReport, SummaryCache, ZoneAccumulator, ZoneMaps};
 use super::work::{ExecutionUnits, UnitSource};
 use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
@@ -11,7 +11,7 @@ use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
 use crate::dataset::Dataset;
-use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
 use datafusion::common::config::ConfigOptions;
@@ -288,87 +288,6 @@ impl DisplayAs for Blosc2Exec {
             write!(f, ", dynamic_filters=[{}]", filters.join(", "))?;
         }
         Ok(())
-    }
-}
-
-/// A table's scan read in two steps when its dynamic filters name some of the columns it
-/// produces: those first, and the others only when a row of the unit passes the filters'
-/// current state (a join's keys, a TopK's sort column: most units fail once the filter
-/// has settled, and their other columns are never decoded).
-#[derive(Debug)]
-struct Probe {
-    /// Reads the filter columns.
-    first: BatchReader,
-    /// Reads the other columns, with the same rows.
-    rest: BatchReader,
-    /// For each output column: from `first` (true) or `rest`, and its index there.
-    from: Vec<(bool, usize)>,
-    schema: SchemaRef,
-}
-
-impl Probe {
-    /// The two-step read of `reader`'s columns, when `ds` is a table (whose columns are
-    /// stored apart), no text match selects rows, and `dynamic`'s filters name some but
-    /// not all of the columns.
-    fn new(ds: &Dataset, reader: &BatchReader, dynamic: &DynamicPruning) -> Option<Self> {
-        if !matches!(ds, Dataset::Table(_)) || !reader.text_match_columns().is_empty() {
-            return None;
-        }
-        let names = dynamic.column_names();
-        let full = reader.full_schema();
-        let (first, rest): (Vec<usize>, Vec<usize>) = reader
-            .projection()
-            .iter()
-            .partition(|&&c| names.contains(full.field(c).name()));
-        if first.is_empty() || rest.is_empty() {
-            return None;
-        }
-        let from = reader
-            .projection()
-            .iter()
-            .map(|c| match first.iter().position(|f| f == c) {
-                Some(i) => (true, i),
-                None => (false, rest.iter().position(|r| r == c).unwrap_or(0)),
-            })
-            .collect();
-        Some(Probe {
-            first: reader.with_projection(first),
-            rest: reader.with_projection(rest),
-            from,
-            schema: reader.schema(),
-        })
-    }
-
-    /// The unit's batch, or `None` when no row of its filter columns passes `dynamic`.
-    async fn read(
-        &self,
-        dynamic: &DynamicPruning,
-        unit: &ScanUnit,
-        st: &mut ReadStats,
-    ) -> Result<Option<RecordBatch>> {
-        let first = self.first.read(unit, st).await.map_err(super::to_df)?;
-        if !dynamic.any_row_passes(&first)? {
-            return Ok(None);
-        }
-        let rest = self.rest.read(unit, st).await.map_err(super::to_df)?;
-        if rest.num_rows() != first.num_rows() {
-            return Err(DataFusionError::Internal(format!(
-                "two reads of one unit gave {} and {} rows",
-                first.num_rows(),
-                rest.num_rows()
-            )));
-        }
-        let cols = self
-            .from
-            .iter()
-            .map(|&(f, i)| Arc::clone(if f { first.column(i) } else { rest.column(i) }))
-            .collect();
-        let opts = RecordBatchOptions::new().with_row_count(Some(first.num_rows()));
-        Ok(Some(RecordBatch::try_new_with_options(
-            Arc::clone(&self.schema),
-            cols,
-            &opts,
-        )?))
     }
 }
 

@@ -26,6 +26,7 @@ fn stdout_failed(e: std::io::Error) -> ! {
 
 mod output;
 mod repl;
+mod stores;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -37,6 +38,7 @@ use datafusion_blosc2::provider::{
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// SQL over compressed Blosc2 and bcolz data.
 #[derive(Parser)]
@@ -185,8 +187,12 @@ fn msg(e: impl std::fmt::Display) -> String {
 }
 
 fn context() -> SessionContext {
-    let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true))
-        .with_blosc2_url_tables();
+    let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+        .with_object_store_registry(Arc::new(stores::RemoteStores::default()))
+        .build_arc()
+        .expect("a runtime of default settings");
+    let config = SessionConfig::new().with_information_schema(true);
+    let ctx = SessionContext::new_with_config_rt(config, runtime).with_blosc2_url_tables();
     ctx.enable_blosc2();
     ctx
 }
