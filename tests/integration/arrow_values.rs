@@ -146,17 +146,21 @@ async fn tables_match_every_value() {
     }
 }
 
+/// A JSON array of strings.
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect()
+}
+
 /// Every live value of a table dataset against the writer's (`tables.json` layout).
 pub async fn check_table_values(rel: &str, ds: Arc<Dataset>, t: &Value) {
     let (schema, batches) = read_all(ds, 1 << 20)
         .await
         .unwrap_or_else(|e| panic!("{rel}: {e}"));
-    let order: Vec<&str> = t["order"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap())
-        .collect();
+    let order = strings(&t["order"]);
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     assert_eq!(names, order, "{rel}: column order");
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
@@ -224,12 +228,7 @@ async fn computed_columns_match_python_blosc2() {
                 "{rel}: {note:?} names {name}"
             );
         }
-        let approx: Vec<&str> = t["computed_approx"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_str().unwrap())
-            .collect();
+        let approx = strings(&t["computed_approx"]);
         for (name, want) in computed {
             let batches = ctx
                 .sql(&format!("SELECT \"{name}\" FROM t"))
@@ -277,12 +276,7 @@ async fn partitioned_directories_match_every_row() {
     .unwrap();
     let mut checked = 0;
     for (rel, t) in v.as_object().unwrap() {
-        let order: Vec<&str> = t["order"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_str().unwrap())
-            .collect();
+        let order = strings(&t["order"]);
         let want = t["rows"].as_array().unwrap();
         let year_only = vec![("year".to_string(), DataType::Int32)];
         for opts in [

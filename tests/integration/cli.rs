@@ -529,13 +529,9 @@ fn http_locations_are_read_through_object_store() {
              WHERE dim_0 BETWEEN 10 AND 40 GROUP BY dim_1 ORDER BY dim_1"
         )
     };
-    let local = ok(&["query", "-f", "csv", &sql("examples/data/temps.b2nd")]);
-    let remote = ok(&[
-        "query",
-        "-f",
-        "csv",
-        &sql(&format!("{base}/examples/data/temps.b2nd")),
-    ]);
+    let csv = |sql: &str| ok(&["query", "-f", "csv", sql]);
+    let local = csv(&sql("examples/data/temps.b2nd"));
+    let remote = csv(&sql(&format!("{base}/examples/data/temps.b2nd")));
     assert_eq!(remote, local);
     assert_eq!(local.lines().count(), 41, "{local}");
     // The README's query, both tables remote: a CTable directory opens by its known
@@ -547,13 +543,8 @@ fn http_locations_are_read_through_object_store() {
              GROUP BY s.name ORDER BY summer_mean_c DESC LIMIT 5"
         )
     };
-    let local = ok(&["query", "-f", "csv", &readme("examples/data")]);
-    let remote = ok(&[
-        "query",
-        "-f",
-        "csv",
-        &readme(&format!("{base}/examples/data")),
-    ]);
+    let local = csv(&readme("examples/data"));
+    let remote = csv(&readme(&format!("{base}/examples/data")));
     assert_eq!(remote, local);
     assert_eq!(local.lines().count(), 6, "{local}");
     // A missing file is an error naming it, not a panic.

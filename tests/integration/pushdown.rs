@@ -627,27 +627,12 @@ fn scan_metric_sum(
 /// joins (the probe side starts once the build side is known).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamic_filters_skip_units() {
-    use datafusion::physical_plan::collect;
     let (ctx, _) = geom_session().await;
+    // The rows (all Int64 columns) and the units skipped.
     let run = |sql: String, dynamic: bool, partitions: usize| {
         let ctx = ctx.clone();
         async move {
-            let state = ctx.state();
-            let mut config = state.config().clone();
-            let opts = config.options_mut();
-            opts.optimizer.enable_topk_dynamic_filter_pushdown = dynamic;
-            opts.optimizer.enable_join_dynamic_filter_pushdown = dynamic;
-            opts.execution.target_partitions = partitions;
-            let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
-                .with_config(config)
-                .build();
-            let plan = state
-                .create_physical_plan(&state.create_logical_plan(&sql).await.unwrap())
-                .await
-                .unwrap();
-            let batches = collect(std::sync::Arc::clone(&plan), state.task_ctx())
-                .await
-                .unwrap();
+            let (batches, pruned) = run_dynamic(&ctx, &sql, dynamic, partitions).await;
             let rows: Vec<Vec<i64>> = batches
                 .iter()
                 .flat_map(|b| {
@@ -659,7 +644,6 @@ async fn dynamic_filters_skip_units() {
                     })
                 })
                 .collect();
-            let pruned = scan_metric_sum(&plan, "units_pruned_by_dynamic_filters");
             (rows, pruned)
         }
     };
@@ -729,13 +713,13 @@ async fn dynamic_filters_skip_units() {
 }
 
 /// Runs `sql` with DataFusion's dynamic filters on or off, in `partitions` partitions:
-/// its rows as text, and the units the scans skipped on dynamic filters.
+/// its batches, and the units the scans skipped on dynamic filters.
 async fn run_dynamic(
     ctx: &SessionContext,
     sql: &str,
     dynamic: bool,
     partitions: usize,
-) -> (Vec<String>, usize) {
+) -> (Vec<RecordBatch>, usize) {
     use datafusion::physical_plan::collect;
     let state = ctx.state();
     let mut config = state.config().clone();
@@ -753,14 +737,8 @@ async fn run_dynamic(
     let batches = collect(std::sync::Arc::clone(&plan), state.task_ctx())
         .await
         .unwrap();
-    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string();
-    let rows = text.lines().map(str::to_string).collect();
-    (
-        rows,
-        scan_metric_sum(&plan, "units_pruned_by_dynamic_filters"),
-    )
+    let pruned = scan_metric_sum(&plan, "units_pruned_by_dynamic_filters");
+    (batches, pruned)
 }
 
 /// Tables read their dynamic filters' columns first and decode the others only for units
@@ -812,9 +790,14 @@ async fn dynamic_filters_read_table_columns_in_two_steps() {
             true,
         ),
     ];
+    let text = |b: &[RecordBatch]| -> Vec<String> {
+        let t = datafusion::arrow::util::pretty::pretty_format_batches(b).unwrap();
+        t.to_string().lines().map(str::to_string).collect()
+    };
     for (sql, partitions, skips) in cases {
         let (rows, pruned) = run_dynamic(&ctx, sql, true, partitions).await;
         let (plain, none) = run_dynamic(&ctx, sql, false, partitions).await;
+        let (rows, plain) = (text(&rows), text(&plain));
         assert_eq!(rows, plain, "{sql}");
         assert!(rows.len() > 4, "{sql}: {rows:?}");
         if skips {
