@@ -598,6 +598,24 @@ async fn array_value_equalities_match_unpushed_filters() {
     check_text_filters("bcolz/carray-S3", "dim_0, value", "dim_0", &cases).await;
 }
 
+/// The rows of `batches`, whose columns are all Int64 (NULL as `i64::MIN`).
+fn int_rows(batches: &[RecordBatch]) -> Vec<Vec<i64>> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows()).map(move |r| {
+                b.columns()
+                    .iter()
+                    .map(|c| match c.is_null(r) {
+                        true => i64::MIN,
+                        false => c.as_primitive::<Int64Type>().value(r),
+                    })
+                    .collect()
+            })
+        })
+        .collect()
+}
+
 /// Sums metric `name` over every `Blosc2Exec` in `plan`.
 fn scan_metric_sum(
     plan: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
@@ -633,18 +651,7 @@ async fn dynamic_filters_skip_units() {
         let ctx = ctx.clone();
         async move {
             let (batches, pruned) = run_dynamic(&ctx, &sql, dynamic, partitions).await;
-            let rows: Vec<Vec<i64>> = batches
-                .iter()
-                .flat_map(|b| {
-                    (0..b.num_rows()).map(move |r| {
-                        b.columns()
-                            .iter()
-                            .map(|c| c.as_primitive::<Int64Type>().value(r))
-                            .collect()
-                    })
-                })
-                .collect();
-            (rows, pruned)
+            (int_rows(&batches), pruned)
         }
     };
     let value = |i: &[i64], shape: &[i64]| {
@@ -804,5 +811,101 @@ async fn dynamic_filters_read_table_columns_in_two_steps() {
             assert!(pruned > 0, "{sql}: no unit skipped");
         }
         assert_eq!(none, 0, "{sql}");
+    }
+}
+
+/// Random TopKs (on a coordinate or on the values, either direction, with and without a
+/// dim filter, in 1–3 partitions) and random joins on a coordinate over the multi-chunk
+/// `geom-*` arrays, with DataFusion's dynamic filters on, against a brute-force
+/// evaluation (value = 2 * flat index + 1). Queries run twice, so the second may also
+/// prune on the zone maps the first recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_dynamic_filters_match_brute_force() {
+    let (ctx, fixtures) = geom_session().await;
+    let seed = 0x5eed_d1a5_u64 ^ std::process::id() as u64;
+    let mut rng = Rng(seed | 1);
+    for case in 0..60 {
+        let (name, shape) = &fixtures[rng.next(fixtures.len() as u64) as usize];
+        let table = name.replace('-', "_");
+        let ndim = shape.len();
+        let n: u64 = shape.iter().product();
+        let coords = |flat: u64| -> Vec<u64> {
+            let mut c = vec![0; ndim];
+            let mut f = flat;
+            for d in (0..ndim).rev() {
+                c[d] = f % shape[d];
+                f /= shape[d];
+            }
+            c
+        };
+        let partitions = 1 + rng.next(3) as usize;
+        let k = rng.next(ndim as u64) as usize;
+        let (sql, expect): (String, Vec<Vec<i64>>) = if rng.next(3) < 2 {
+            // TopK, ordered by dim_k (then the value, unique) or by the value alone.
+            let desc = rng.next(2) == 1;
+            let by_value = rng.next(4) == 0;
+            let limit = 1 + rng.next(20);
+            let (filter_sql, filter) = match rng.next(2) {
+                0 => (String::new(), None),
+                _ => {
+                    let d = rng.next(ndim as u64) as usize;
+                    let (sql, p) = predicate(&mut rng, shape[d], &format!("dim_{d}"));
+                    (format!("WHERE {sql}"), Some((d, p)))
+                }
+            };
+            let dir = if desc { "DESC" } else { "ASC" };
+            let order = match by_value {
+                true => format!("value {dir}"),
+                false => format!("dim_{k} {dir}, value {dir}"),
+            };
+            let sql = format!(
+                "SELECT CAST(value AS BIGINT) AS v FROM {table} {filter_sql} ORDER BY {order} LIMIT {limit}"
+            );
+            let mut rows: Vec<(u64, u64)> = (0..n)
+                .filter(|&f| filter.as_ref().is_none_or(|(d, p)| p(coords(f)[*d])))
+                .map(|f| (if by_value { 0 } else { coords(f)[k] }, f))
+                .collect();
+            rows.sort();
+            if desc {
+                rows.reverse();
+            }
+            let expect = rows
+                .iter()
+                .take(limit as usize)
+                .map(|&(_, f)| vec![2 * f as i64 + 1])
+                .collect();
+            (sql, expect)
+        } else {
+            // A join on dim_k with 1-3 keys, some maybe outside the array.
+            let keys: Vec<i64> = (0..1 + rng.next(3))
+                .map(|_| rng.next(shape[k] + 3) as i64 - 1)
+                .collect();
+            let mut keys_sorted = keys.clone();
+            keys_sorted.sort();
+            keys_sorted.dedup();
+            let values: Vec<String> = keys_sorted.iter().map(|c| format!("({c})")).collect();
+            let sql = format!(
+                "SELECT count(*), sum(CAST(t.value AS BIGINT)) FROM {table} t \
+                 JOIN (VALUES {}) k(c) ON t.dim_{k} = k.c",
+                values.join(", ")
+            );
+            let hits: Vec<u64> = (0..n)
+                .filter(|&f| keys_sorted.contains(&(coords(f)[k] as i64)))
+                .collect();
+            let sum: i64 = hits.iter().map(|&f| 2 * f as i64 + 1).sum();
+            let expect = match hits.is_empty() {
+                true => vec![vec![0, i64::MIN]],
+                false => vec![vec![hits.len() as i64, sum]],
+            };
+            (sql, expect)
+        };
+        for run in 0..2 {
+            let (batches, _) = run_dynamic(&ctx, &sql, true, partitions).await;
+            let got = int_rows(&batches);
+            assert_eq!(
+                got, expect,
+                "case {case} run {run} (seed {seed:#x}, {partitions} partitions): {sql}"
+            );
+        }
     }
 }
