@@ -14,6 +14,7 @@
 //! with DataFusion (reported Inexact).
 
 use crate::array::summary::ColumnSummary;
+use crate::array::table::Table;
 use crate::arrow_reader::reader::ScanUnit;
 use crate::arrow_reader::zones::{ZonedUnit, special_chunk_values, summary_arrays};
 use crate::dataset::Dataset;
@@ -386,22 +387,7 @@ async fn column_extrema(
             }
         }
         Dataset::Table(t) => {
-            let loaded = summaries
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&col)
-                .cloned();
-            let summary = match loaded {
-                Some(s) => s,
-                None => {
-                    let s = t.summary(col).await?.map(Arc::new);
-                    summaries
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(col, s.clone());
-                    s
-                }
-            };
+            let summary = cached_summary(t, col, summaries).await?;
             let arrays = match &summary {
                 Some(s) => Some(summary_arrays(
                     s,
@@ -435,6 +421,58 @@ async fn column_extrema(
         }
     }
     Ok(out)
+}
+
+/// The SUMMARY sidecar of column `col` of `t`, read once per table provider.
+async fn cached_summary(
+    t: &Table,
+    col: usize,
+    summaries: &SummaryCache,
+) -> crate::Result<Option<Arc<ColumnSummary>>> {
+    let loaded = summaries
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&col)
+        .cloned();
+    if let Some(s) = loaded {
+        return Ok(s);
+    }
+    let s = t.summary(col).await?.map(Arc::new);
+    summaries
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(col, s.clone());
+    Ok(s)
+}
+
+/// The exact minimum and maximum of column `col` (`schema`'s field) of `t`, from its
+/// SUMMARY sidecar: when no row was deleted (deleted rows still count in the extrema),
+/// the sidecar describes every row, the column holds no nulls (python-blosc2 leaves them
+/// out) and no segment holds a NaN (nor is unusable otherwise).
+///
+/// # Errors
+/// Reading the sidecar.
+pub async fn exact_extrema(
+    t: &Table,
+    schema: &Schema,
+    col: usize,
+    summaries: &SummaryCache,
+) -> crate::Result<Option<(ScalarValue, ScalarValue)>> {
+    if schema.field(col).is_nullable() || t.live_rows != t.physical_rows || t.live_rows == 0 {
+        return Ok(None);
+    }
+    let Some(s) = cached_summary(t, col, summaries).await? else {
+        return Ok(None);
+    };
+    if s.rows != t.live_rows {
+        return Ok(None);
+    }
+    let (mins, maxs) = summary_arrays(
+        &s,
+        t.open_column(col).await?.dtype(),
+        schema.field(col).data_type(),
+    )?;
+    Ok(combine(&mins, &maxs, 0..s.nsegments()))
 }
 
 /// Min of `mins` and max of `maxs` over `segs`; `None` if any segment is unknown.

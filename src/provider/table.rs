@@ -8,7 +8,7 @@
 
 use super::computed::{ComputedColumns, full_schema};
 use super::exec::Blosc2Exec;
-use super::prune::{PruneReport, SummaryCache, ZoneMaps, prune_units};
+use super::prune::{PruneReport, SummaryCache, ZoneMaps, exact_extrema, prune_units};
 use super::pushdown::{self, Needles};
 use crate::array::dtype::{DType, Endian};
 use crate::array::ndarray::NdArray;
@@ -118,11 +118,15 @@ impl Blosc2Table {
     /// Statistics of a selection over the stored columns: exact rows (arrays) and exact
     /// dim ranges.
     pub fn statistics_for(&self, sel: &Selection) -> Statistics {
+        // A non-nullable column holds no nulls.
         let mut cols: Vec<ColumnStatistics> = self
             .stored
             .fields()
             .iter()
-            .map(|_| ColumnStatistics::new_unknown())
+            .map(|f| match f.is_nullable() {
+                true => ColumnStatistics::new_unknown(),
+                false => ColumnStatistics::new_unknown().with_null_count(Precision::Exact(0)),
+            })
             .collect();
         let rows = match &*self.ds {
             Dataset::Array(a) => {
@@ -324,7 +328,25 @@ impl Blosc2Table {
             }
             None => (units, PruneReport::default()),
         };
-        let stats = self.statistics_for(&sel);
+        let mut stats = self.statistics_for(&sel);
+        if let Dataset::Table(t) = &*self.ds {
+            // Exact extrema from SUMMARY sidecars: `min`/`max` answered without a scan.
+            let wanted: Vec<usize> = match projection {
+                Some(p) => p.clone(),
+                None => (0..self.stored.fields().len()).collect(),
+            };
+            for col in wanted {
+                let extrema = exact_extrema(t, &self.stored, col, &self.summaries)
+                    .await
+                    .map_err(super::to_df)?;
+                if let Some((lo, hi)) = extrema {
+                    let c = &mut stats.column_statistics[col];
+                    *c = std::mem::take(c)
+                        .with_min_value(Precision::Exact(lo))
+                        .with_max_value(Precision::Exact(hi));
+                }
+            }
+        }
         let text_matches = match &*self.ds {
             Dataset::Table(t) => text_matches(t, &self.stored, filters).await?,
             Dataset::Array(a) => value_text_matches(a, &self.stored, filters),
