@@ -11,7 +11,7 @@
 //! A filter on path columns alone picks the members to scan while planning (and is exact:
 //! a member's rows all pass it or all fail it).
 
-use super::partition::partition_values;
+use super::partition::{inferred_type, inferred_value, partition_values};
 use super::table::Blosc2Table;
 use crate::arrow_reader::schema::{ATTRS_KEY, FILES_KEY};
 use arrow::array::{Array, ArrayRef, BooleanArray};
@@ -37,15 +37,10 @@ use std::sync::Arc;
 /// directory). Not added when the members or the partitions have a column of that name.
 pub const FILENAME_COLUMN: &str = "filename";
 
-/// The type of [`FILENAME_COLUMN`]: dictionary-encoded, as DataFusion's own partition
-/// columns are.
-fn filename_type() -> DataType {
-    DataType::Dictionary(Box::new(DataType::UInt16), Box::new(DataType::Utf8))
-}
-
-/// The schema field of [`FILENAME_COLUMN`] (never null).
+/// The schema field of [`FILENAME_COLUMN`] (never null): dictionary-encoded text, as a
+/// partition column without a declared type.
 fn filename_field() -> Field {
-    Field::new(FILENAME_COLUMN, filename_type(), false)
+    Field::new(FILENAME_COLUMN, inferred_type(), false)
 }
 
 /// Extensions of the entries a directory or glob contributes.
@@ -157,10 +152,7 @@ impl Blosc2MultiTable {
             .map(|(rel, t)| {
                 let mut values = partition_values(root, &rel, partitions)?;
                 if filename {
-                    values.push(ScalarValue::Dictionary(
-                        Box::new(DataType::UInt16),
-                        Box::new(ScalarValue::Utf8(Some(rel.clone()))),
-                    ));
+                    values.push(inferred_value(&rel));
                 }
                 Ok(Member {
                     rel,

@@ -15,6 +15,14 @@ pub fn inferred_type() -> DataType {
     DataType::Dictionary(Box::new(DataType::UInt16), Box::new(DataType::Utf8))
 }
 
+/// `text` as a value of [`inferred_type`].
+pub fn inferred_value(text: &str) -> ScalarValue {
+    ScalarValue::Dictionary(
+        Box::new(DataType::UInt16),
+        Box::new(ScalarValue::Utf8(Some(text.to_string()))),
+    )
+}
+
 /// The `key=value` directories of `rel` (a member's path below the table's root, `/`
 /// separated), in order: the key, and the value percent-decoded (kept as written when
 /// the decoded bytes are not UTF-8). Directories without `=` are skipped.
