@@ -420,41 +420,39 @@ impl ExecutionPlan for Blosc2Exec {
                         return None;
                     }
                     let unit = it.next()?;
-                    if let Some(d) = &dynamic {
-                        match d.keeps(&unit).await {
-                            Ok(true) => {}
-                            Ok(false) => {
-                                pruned_dynamic.add(1);
-                                let none: Vec<Result<_>> = Vec::new();
-                                return Some((futures::stream::iter(none), (it, produced, acc)));
-                            }
-                            Err(e) => {
-                                return Some((
-                                    futures::stream::iter(vec![Err(e)]),
-                                    (UnitSource::Own(Vec::new().into_iter()), produced, None),
-                                ));
-                            }
-                        }
-                    }
                     let mut st = ReadStats::default();
-                    let timer = dt.timer();
-                    let res = match (&probe, &dynamic) {
-                        (Some(p), Some(d)) => p.read(d, &unit.unit, &mut st).await,
-                        _ => reader
-                            .read(&unit.unit, &mut st)
-                            .await
-                            .map(Some)
-                            .map_err(super::to_df),
+                    // `None`: the dynamic filters rule the unit out, on its statistics or
+                    // on its filter columns read first (nothing else is decoded).
+                    let keeps = match &dynamic {
+                        Some(d) => d.keeps(&unit).await,
+                        None => Ok(true),
                     };
-                    timer.done();
+                    let res = match keeps {
+                        Ok(false) => Ok(None),
+                        Err(e) => Err(e),
+                        Ok(true) => {
+                            let timer = dt.timer();
+                            let r = match (&probe, &dynamic) {
+                                (Some(p), Some(d)) => p.read(d, &unit.unit, &mut st).await,
+                                _ => reader
+                                    .read(&unit.unit, &mut st)
+                                    .await
+                                    .map(Some)
+                                    .map_err(super::to_df),
+                            };
+                            timer.done();
+                            r
+                        }
+                    };
+                    cr.add(st.chunks_read as usize);
+                    cs.add(st.chunks_special as usize);
+                    bd.add(st.blocks_decoded as usize);
+                    bs.add(st.blocks_skipped as usize);
+                    bf.add(st.bytes_fetched as usize);
                     let res = match res {
                         Ok(Some(b)) => Ok(b),
                         Ok(None) => {
-                            // No row of the filter columns passes: nothing else decoded.
                             pruned_dynamic.add(1);
-                            bd.add(st.blocks_decoded as usize);
-                            bf.add(st.bytes_fetched as usize);
-                            cr.add(st.chunks_read as usize);
                             let none: Vec<Result<_>> = Vec::new();
                             return Some((futures::stream::iter(none), (it, produced, acc)));
                         }
@@ -465,11 +463,6 @@ impl ExecutionPlan for Blosc2Exec {
                             record.iter().map(|&(i, _)| b.column(i)).collect();
                         ZoneAccumulator::add(&mut acc, zm, &unit, &record_cols, &values);
                     }
-                    cr.add(st.chunks_read as usize);
-                    cs.add(st.chunks_special as usize);
-                    bd.add(st.blocks_decoded as usize);
-                    bs.add(st.blocks_skipped as usize);
-                    bf.add(st.bytes_fetched as usize);
                     match res {
                         Ok(b) => {
                             let take =
