@@ -88,6 +88,28 @@ fn counting() -> Arc<Counting> {
     })
 }
 
+/// Registers fixture `rel` (a trailing `/` kept) as table `name` of `ctx`, read through a
+/// fresh [`Counting`] store registered as `counted://local`, which it returns.
+async fn register_counted(
+    ctx: &datafusion::prelude::SessionContext,
+    name: &str,
+    rel: &str,
+) -> Arc<Counting> {
+    use datafusion_blosc2::provider::Blosc2SessionExt;
+    let store = counting();
+    ctx.register_object_store(
+        &url::Url::parse("counted://local").unwrap(),
+        Arc::clone(&store) as Arc<dyn ObjectStore>,
+    );
+    let abs = std::fs::canonicalize(fixture(rel)).unwrap();
+    let slash = if rel.ends_with('/') { "/" } else { "" };
+    let url = format!("counted://local{}{slash}", abs.display());
+    ctx.register_blosc2(name, &url, Default::default())
+        .await
+        .unwrap();
+    store
+}
+
 fn loc(store: &Arc<Counting>, rel: &str) -> Location {
     let p = std::fs::canonicalize(fixture(rel)).unwrap();
     Location::new(
@@ -173,20 +195,10 @@ fn column_files_read(store: &Counting) -> std::collections::BTreeSet<String> {
 async fn ctable_opens_only_the_columns_a_query_names() {
     use datafusion::arrow::array::RecordBatch;
     use datafusion::prelude::{SessionConfig, SessionContext};
-    use datafusion_blosc2::provider::Blosc2SessionExt;
 
-    let store = counting();
     // One partition keeps rows in stored order for the value comparisons.
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
-    ctx.register_object_store(
-        &url::Url::parse("counted://local").unwrap(),
-        Arc::clone(&store) as Arc<dyn ObjectStore>,
-    );
-    let abs = std::fs::canonicalize(fixture("ctable/events.b2d")).unwrap();
-    let url = format!("counted://local{}", abs.display());
-    ctx.register_blosc2("e", &url, Default::default())
-        .await
-        .unwrap();
+    let store = register_counted(&ctx, "e", "ctable/events.b2d").await;
     let none = std::collections::BTreeSet::new();
     assert_eq!(
         column_files_read(&store),
@@ -257,19 +269,9 @@ async fn ctable_opens_only_the_columns_a_query_names() {
 async fn partitioned_directory_through_a_store() {
     use datafusion::arrow::array::{Float64Array, Int64Array};
     use datafusion::prelude::SessionContext;
-    use datafusion_blosc2::provider::Blosc2SessionExt;
 
-    let store = counting();
     let ctx = SessionContext::new();
-    ctx.register_object_store(
-        &url::Url::parse("counted://local").unwrap(),
-        Arc::clone(&store) as Arc<dyn ObjectStore>,
-    );
-    let abs = std::fs::canonicalize(fixture("partitioned/temps")).unwrap();
-    let url = format!("counted://local{}/", abs.display());
-    ctx.register_blosc2("t", &url, Default::default())
-        .await
-        .unwrap();
+    let store = register_counted(&ctx, "t", "partitioned/temps/").await;
     let listed = store.paths.lock().unwrap().clone();
     assert!(
         listed
