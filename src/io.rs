@@ -229,6 +229,28 @@ impl Location {
         }
     }
 
+    /// The directory holding this entry (same store), or `None` at the store's root.
+    pub fn parent(&self) -> Option<Location> {
+        let parts: Vec<PathPart<'_>> = self.path.parts().collect();
+        let (_, dirs) = parts.split_last()?;
+        let path = Path::from_iter(dirs.iter().cloned());
+        let display = match self.display.trim_end_matches('/').rsplit_once('/') {
+            Some(("", _)) => "/".to_string(),
+            Some((dir, _)) => dir.to_string(),
+            None => ".".to_string(),
+        };
+        let local = self
+            .local
+            .as_ref()
+            .and_then(|l| LocalFile::new(Arc::clone(&l.fs), &path, Arc::clone(&l.pool)));
+        Some(Location {
+            store: Arc::clone(&self.store),
+            path,
+            display,
+            local,
+        })
+    }
+
     /// Nothing is stored here.
     fn not_found(&self) -> Error {
         Error::NotFound {

@@ -301,13 +301,33 @@ pub struct Frame {
 
 impl Frame {
     /// Opens a contiguous frame file, or a sparse frame directory (detected by a missing
-    /// file with a `chunks.b2frame` inside).
+    /// file with a `chunks.b2frame` inside, or named by that file).
     ///
     /// # Errors
     /// `NotFound`, `Corrupt`, `Unsupported` or IO errors, naming the path and structure.
     pub async fn open(loc: &Location) -> Result<Frame> {
         match loc.get_prefix(OPEN_HINT).await? {
-            Some((prefix, size)) => Self::open_window(loc, 0, size, prefix).await,
+            Some((prefix, size)) => {
+                let mut f = Self::open_window(loc, 0, size, prefix).await?;
+                if f.header.frame_type == 1 {
+                    // A sparse frame's index named by its own path (as a listing names
+                    // files): its chunks are the files beside it.
+                    let dir = loc
+                        .parent()
+                        .filter(|_| loc.path().filename() == Some("chunks.b2frame"));
+                    let Some(dir) = dir else {
+                        return Err(Error::corrupt(
+                            loc.display(),
+                            "frame header",
+                            "frame_type 1 (sparse) in a file not named chunks.b2frame: its \
+                             chunks are not in it",
+                        ));
+                    };
+                    f.store = ChunkStore::Sparse { dir: dir.clone() };
+                    f.display = dir.display().to_string();
+                }
+                Ok(f)
+            }
             None => {
                 let index = loc.child("chunks.b2frame");
                 match index.get_prefix(OPEN_HINT).await? {

@@ -12,7 +12,7 @@
 //! The filters stay with the operators that sent them (reported not pushed down): a kept
 //! unit's rows are still filtered there, so skipping only ever saves work.
 
-use super::prune::{SummaryCache, ZoneMaps, prune_units};
+use super::prune::{PruneReport, SummaryCache, ZoneMaps, prune_units};
 use crate::array::ndarray::ReadStats;
 use crate::arrow_reader::reader::{BatchReader, ScanUnit};
 use crate::arrow_reader::zones::ZonedUnit;
@@ -118,6 +118,30 @@ impl DynamicPruning {
         )
         .await?;
         Ok(!kept.is_empty())
+    }
+
+    /// The units of `units` the filters' current state does not rule out, and what
+    /// pruning did.
+    ///
+    /// # Errors
+    /// Snapshotting a filter, reading a SUMMARY sidecar, or evaluating the predicate.
+    pub async fn prune(&self, units: Vec<ZonedUnit>) -> Result<(Vec<ZonedUnit>, PruneReport)> {
+        let Some(predicate) = self.snapshot()?.predicate else {
+            let report = PruneReport {
+                units_before: units.len(),
+                ..PruneReport::default()
+            };
+            return Ok((units, report));
+        };
+        prune_units(
+            &self.ds,
+            &self.stored,
+            units,
+            &predicate,
+            self.zone_maps.as_deref(),
+            &self.summaries,
+        )
+        .await
     }
 
     /// The names of the columns the filters read.

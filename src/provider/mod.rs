@@ -5,21 +5,26 @@ pub mod aggregate;
 pub mod computed;
 pub mod dynamic;
 pub mod exec;
+pub mod format;
 pub mod multi;
+mod opener;
 pub mod partition;
 pub mod prune;
 pub mod pushdown;
 pub mod session;
+pub mod source;
 pub mod table;
 mod work;
 
 pub use aggregate::{Blosc2AggregateExec, Blosc2AggregatePushdown};
 pub use exec::Blosc2Exec;
+pub use format::{Blosc2Format, Blosc2FormatFactory};
 pub use multi::{Blosc2MultiTable, FILENAME_COLUMN};
 pub use session::{
     Blosc2Options, Blosc2SessionExt, Blosc2TableFactory, Blosc2UrlTableFactory, member_locations,
     open_provider, resolve_location,
 };
+pub use source::Blosc2Source;
 pub use table::Blosc2Table;
 
 use datafusion::error::DataFusionError;

@@ -6,6 +6,7 @@
 //! use the object store registered in the session's runtime; plain paths are local files.
 
 use super::aggregate::{Blosc2AggregatePushdown, RULE_NAME};
+use super::format::Blosc2FormatFactory;
 use super::multi::{Blosc2MultiTable, MEMBER_EXTENSIONS, glob_match};
 use super::partition::{infer_keys, inferred_type};
 use super::table::Blosc2Table;
@@ -577,7 +578,8 @@ pub trait Blosc2SessionExt {
     async fn register_blosc2(&self, name: &str, location: &str, opts: Blosc2Options) -> Result<()>;
     /// Opens the container at `location` as a DataFrame.
     async fn read_blosc2(&self, location: &str, opts: Blosc2Options) -> Result<DataFrame>;
-    /// Installs `STORED AS BLOSC2` in this session.
+    /// Installs `STORED AS BLOSC2` in this session, and registers
+    /// [`Blosc2FormatFactory`] among its file formats.
     fn enable_blosc2(&self);
     /// Returns a context where quoted paths in FROM open containers directly, and other
     /// files DataFusion reads (`'out.parquet'`, CSV, …) as DataFusion's own
@@ -602,10 +604,14 @@ impl Blosc2SessionExt for SessionContext {
 
     fn enable_blosc2(&self) {
         install_aggregate_pushdown(self);
-        self.state_ref()
-            .write()
+        let state = self.state_ref();
+        let mut state = state.write();
+        state
             .table_factories_mut()
             .insert("BLOSC2".into(), Arc::new(Blosc2TableFactory));
+        // `COPY … STORED AS BLOSC2` then says writing is not supported, rather than
+        // that the format is unknown. Replacing an earlier registration cannot fail.
+        let _ = state.register_file_format(Arc::new(Blosc2FormatFactory::default()), true);
     }
 
     fn with_blosc2_url_tables(self) -> SessionContext {

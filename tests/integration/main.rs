@@ -12,6 +12,7 @@ mod containers;
 mod corrupt;
 mod differential;
 mod io_bounds;
+mod listing;
 mod pushdown;
 mod sql;
 mod stores;

@@ -1,0 +1,245 @@
+//! [`Blosc2Format`]: single-file containers as a DataFusion [`FileFormat`], so that
+//! DataFusion's own `ListingTable` lists, partitions and scans them like Parquet files.
+//!
+//! A file here is anything [`Dataset::open`] opens from one object: a b2nd or super-chunk
+//! frame (`.b2nd`, `.b2frame`), a CTable zip (`.b2z`) or a CTable frame. Directory
+//! containers (sparse frames, bcolz, `.b2d` CTables) are not files; the table provider
+//! ([`super::Blosc2Table`], [`super::Blosc2MultiTable`]) reads those. This module owns
+//! what a format says about whole files: their schema, statistics and order; the scan
+//! itself is [`super::source::Blosc2Source`].
+
+use super::source::Blosc2Source;
+use super::table::Blosc2Table;
+use super::to_df;
+use crate::arrow_reader::schema::dataset_schema;
+use crate::dataset::{Dataset, OpenOptions};
+use crate::io::Location;
+use arrow::datatypes::{Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::{GetExt, Statistics};
+use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
+use datafusion::datasource::file_format::{FileFormat, FileFormatFactory};
+use datafusion::datasource::physical_plan::{FileScanConfig, FileSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::table_schema::TableSchema;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+use datafusion::physical_plan::ExecutionPlan;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectMeta, ObjectStore};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The extension [`Blosc2Format`] lists by default (`ListingOptions::with_file_extension`
+/// picks others, e.g. `.b2frame` or `.b2z`).
+pub const DEFAULT_EXTENSION: &str = ".b2nd";
+
+/// How many files schema inference opens at once (each open is a few small reads).
+const CONCURRENT_OPENS: usize = 16;
+
+/// Blosc2 single-file containers as a DataFusion [`FileFormat`].
+///
+/// ```no_run
+/// # async fn f() -> datafusion::error::Result<()> {
+/// use datafusion::datasource::listing::ListingOptions;
+/// use datafusion::prelude::SessionContext;
+/// use datafusion_blosc2::provider::Blosc2Format;
+/// use std::sync::Arc;
+///
+/// let ctx = SessionContext::new();
+/// let options = ListingOptions::new(Arc::new(Blosc2Format::default()));
+/// ctx.register_listing_table("temps", "data/temps/", options, None, None).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Blosc2Format {}
+
+impl Blosc2Format {
+    /// The format.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// Opens the dataset of one listed object.
+pub(crate) async fn open_object(
+    store: &Arc<dyn ObjectStore>,
+    object: &ObjectMeta,
+) -> Result<Dataset> {
+    let loc = Location::new(
+        Arc::clone(store),
+        object.location.clone(),
+        object.location.to_string(),
+    );
+    Dataset::open(&loc, &OpenOptions::default())
+        .await
+        .map_err(to_df)
+}
+
+/// The schemas of several files merged into one: fields by name (a type conflict is an
+/// error naming the file), schema metadata kept where every file agrees.
+fn merge_schemas(schemas: Vec<(String, Schema)>) -> Result<Schema> {
+    let mut it = schemas.into_iter();
+    let Some((_, first)) = it.next() else {
+        return Ok(Schema::empty());
+    };
+    let mut meta = first.metadata().clone();
+    let mut merged = first;
+    for (path, s) in it {
+        meta.retain(|k, v| s.metadata().get(k) == Some(v));
+        let bare = |s: &Schema| Schema::new(s.fields().clone());
+        merged = Schema::try_merge([bare(&merged), bare(&s)]).map_err(|e| {
+            DataFusionError::Plan(format!(
+                "{path}: its columns do not agree with the files listed before it: {e}"
+            ))
+        })?;
+    }
+    Ok(merged.with_metadata(meta))
+}
+
+#[async_trait]
+impl FileFormat for Blosc2Format {
+    fn get_ext(&self) -> String {
+        DEFAULT_EXTENSION[1..].to_string()
+    }
+
+    fn get_ext_with_compression(&self, c: &FileCompressionType) -> Result<String> {
+        match c.is_compressed() {
+            false => Ok(self.get_ext()),
+            true => Err(DataFusionError::Plan(
+                "Blosc2 files are compressed inside; an outer compression is not supported".into(),
+            )),
+        }
+    }
+
+    fn compression_type(&self) -> Option<FileCompressionType> {
+        None
+    }
+
+    async fn infer_schema(
+        &self,
+        _state: &dyn Session,
+        store: &Arc<dyn ObjectStore>,
+        objects: &[ObjectMeta],
+    ) -> Result<SchemaRef> {
+        let schemas: Vec<(String, Schema)> = futures::stream::iter(objects.iter().cloned())
+            .map(|o| {
+                let store = Arc::clone(store);
+                async move {
+                    let ds = open_object(&store, &o).await?;
+                    Ok::<_, DataFusionError>((o.location.to_string(), dataset_schema(&ds)))
+                }
+            })
+            .buffered(CONCURRENT_OPENS)
+            .try_collect()
+            .await?;
+        Ok(Arc::new(merge_schemas(schemas)?))
+    }
+
+    async fn infer_stats(
+        &self,
+        _state: &dyn Session,
+        store: &Arc<dyn ObjectStore>,
+        table_schema: SchemaRef,
+        object: &ObjectMeta,
+    ) -> Result<Statistics> {
+        let ds = open_object(store, object).await?;
+        Ok(file_statistics(ds, &table_schema))
+    }
+
+    async fn infer_ordering(
+        &self,
+        _state: &dyn Session,
+        store: &Arc<dyn ObjectStore>,
+        table_schema: SchemaRef,
+        object: &ObjectMeta,
+    ) -> Result<Option<LexOrdering>> {
+        let ds = open_object(store, object).await?;
+        Ok(file_ordering(&ds, &table_schema))
+    }
+
+    async fn create_physical_plan(
+        &self,
+        _state: &dyn Session,
+        conf: FileScanConfig,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(DataSourceExec::from_data_source(conf))
+    }
+
+    fn file_source(&self, table_schema: TableSchema) -> Arc<dyn FileSource> {
+        Arc::new(Blosc2Source::new(table_schema))
+    }
+}
+
+/// A file's statistics over `table_schema`'s columns (matched by name): exact rows, exact
+/// coordinate ranges, zero nulls where a column cannot hold any.
+fn file_statistics(ds: Dataset, table_schema: &Schema) -> Statistics {
+    let table = Blosc2Table::new(ds);
+    let own = datafusion::datasource::TableProvider::schema(&table);
+    let Some(stats) = datafusion::datasource::TableProvider::statistics(&table) else {
+        return Statistics::new_unknown(table_schema);
+    };
+    let column_statistics = table_schema
+        .fields()
+        .iter()
+        .map(|f| match own.index_of(f.name()) {
+            Ok(i) if own.field(i).data_type() == f.data_type() => {
+                stats.column_statistics[i].clone()
+            }
+            _ => Default::default(),
+        })
+        .collect();
+    Statistics {
+        num_rows: stats.num_rows,
+        total_byte_size: stats.total_byte_size,
+        column_statistics,
+    }
+}
+
+/// The order a file's rows come in: a 1-D array's by `dim_0` (an N-d array's units
+/// follow the chunk grid, so no column is sorted across them; a table's rows are in
+/// the order they were written).
+fn file_ordering(ds: &Dataset, table_schema: &Schema) -> Option<LexOrdering> {
+    match ds {
+        Dataset::Array(a) if a.geometry.ndim() == 1 => {
+            let i = table_schema.index_of("dim_0").ok()?;
+            LexOrdering::new([PhysicalSortExpr::new_default(Arc::new(Column::new(
+                "dim_0", i,
+            )))])
+        }
+        _ => None,
+    }
+}
+
+/// Creates [`Blosc2Format`] for DataFusion's `COPY … STORED AS` and format registry
+/// (`SessionState::register_file_format`); registered by
+/// [`super::Blosc2SessionExt::enable_blosc2`]. Writing is not supported.
+#[derive(Debug, Clone, Default)]
+pub struct Blosc2FormatFactory {}
+
+impl FileFormatFactory for Blosc2FormatFactory {
+    fn create(
+        &self,
+        _state: &dyn Session,
+        format_options: &HashMap<String, String>,
+    ) -> Result<Arc<dyn FileFormat>> {
+        if let Some(k) = format_options.keys().next() {
+            return Err(DataFusionError::Plan(format!(
+                "the Blosc2 file format takes no options (got {k:?})"
+            )));
+        }
+        Ok(Arc::new(Blosc2Format::default()))
+    }
+
+    fn default(&self) -> Arc<dyn FileFormat> {
+        Arc::new(Blosc2Format::default())
+    }
+}
+
+impl GetExt for Blosc2FormatFactory {
+    fn get_ext(&self) -> String {
+        "blosc2".into()
+    }
+}

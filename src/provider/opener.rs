@@ -1,0 +1,340 @@
+//! [`Blosc2Opener`]: one listed file (or a byte range of it) → a stream of record batches.
+//!
+//! Opening a file plans its zone-aligned scan units (one chunk each for arrays, row
+//! ranges for tables), keeps those of the file's byte range, drops those the scan's
+//! filters rule out on their statistics, and reads the rest in order, checking dynamic
+//! filters again before each unit.
+//!
+//! **Byte ranges.** DataFusion splits big files into byte ranges to scan them on several
+//! partitions. A Blosc2 file has no record boundaries in its bytes, so units are dealt
+//! out by position instead: zone `z` of `n` belongs to the range holding byte
+//! `z × size / n`. Every zone lands in exactly one of ranges that cover the file, and
+//! zones of equal width spread evenly.
+
+use super::dynamic::{DynamicPruning, Probe};
+use super::format::open_object;
+use super::to_df;
+use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
+use crate::arrow_reader::reader::{BatchReader, Selection};
+use crate::arrow_reader::schema::dataset_schema;
+use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units};
+use crate::dataset::Dataset;
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, new_null_array};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::datasource::listing::{FileRange, PartitionedFile};
+use datafusion::datasource::physical_plan::{FileOpenFuture, FileOpener};
+use datafusion::datasource::table_schema::TableSchema;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_expr::DynamicFilterTracking;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
+use futures::StreamExt;
+use object_store::ObjectStore;
+use std::sync::Arc;
+
+/// Opens the files of one partition of a [`super::source::Blosc2Source`] scan.
+pub struct Blosc2Opener {
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) table_schema: TableSchema,
+    /// The file columns to produce (indices into the table's file schema).
+    pub(crate) file_indices: Vec<usize>,
+    /// Over the table schema.
+    pub(crate) filters: Vec<Arc<dyn PhysicalExpr>>,
+    pub(crate) batch_size: usize,
+    pub(crate) limit: Option<usize>,
+    /// Threads that decode the blocks of one big chunk.
+    pub(crate) block_threads: usize,
+    pub(crate) metrics: ExecutionPlanMetricsSet,
+    pub(crate) partition: usize,
+}
+
+/// The scan's counters for one partition.
+#[derive(Clone)]
+struct OpenerMetrics {
+    units_total: Count,
+    units_pruned_by_stats: Count,
+    units_pruned_by_dynamic_filters: Count,
+    chunks_read: Count,
+    blocks_decoded: Count,
+    bytes_fetched: Count,
+    read_decode_time: Time,
+}
+
+impl OpenerMetrics {
+    fn new(m: &ExecutionPlanMetricsSet, partition: usize) -> Self {
+        let b = || MetricBuilder::new(m);
+        OpenerMetrics {
+            units_total: b().counter("units_total", partition),
+            units_pruned_by_stats: b().counter("units_pruned_by_stats", partition),
+            units_pruned_by_dynamic_filters: b()
+                .counter("units_pruned_by_dynamic_filters", partition),
+            chunks_read: b().counter("chunks_read", partition),
+            blocks_decoded: b().counter("blocks_decoded", partition),
+            bytes_fetched: b().counter("bytes_fetched", partition),
+            read_decode_time: b().subset_time("read_decode_time", partition),
+        }
+    }
+
+    fn add(&self, st: &ReadStats) {
+        self.chunks_read.add(st.chunks_read as usize);
+        self.blocks_decoded.add(st.blocks_decoded as usize);
+        self.bytes_fetched.add(st.bytes_fetched as usize);
+    }
+}
+
+/// What one file's scan reads, and how its columns become the table's.
+struct FileScan {
+    /// Reads the file columns present in the file.
+    reader: BatchReader,
+    /// Reads the filter columns first when dynamic filters may skip the rest.
+    probe: Option<Probe>,
+    pruning: DynamicPruning,
+    /// Dynamic filters are checked again before each unit.
+    dynamic: bool,
+    /// For each output column: its index in the reader's batch, or `None` (not in this
+    /// file: nulls).
+    columns: Vec<Option<usize>>,
+    schema: SchemaRef,
+}
+
+impl FileOpener for Blosc2Opener {
+    fn open(&self, file: PartitionedFile) -> Result<FileOpenFuture> {
+        let store = Arc::clone(&self.store);
+        let schema = Arc::new(
+            self.table_schema
+                .file_schema()
+                .project(&self.file_indices)?,
+        );
+        let filters = with_partition_values(&self.filters, &self.table_schema, &file)?;
+        let (batch_size, limit, block_threads) = (self.batch_size, self.limit, self.block_threads);
+        let metrics = OpenerMetrics::new(&self.metrics, self.partition);
+        Ok(Box::pin(async move {
+            let ds = Arc::new(open_object(&store, &file.object_meta).await?);
+            let scan = FileScan::new(&ds, schema, filters, block_threads).await?;
+            let units = plan_zoned_units(&ds, &Selection::all(&shape(&ds)), batch_size as u64 * 8);
+            let units = in_range(units, file.range.as_ref(), file.object_meta.size);
+            metrics.units_total.add(units.len());
+            let (units, report) = scan.pruning.prune(units).await?;
+            metrics.units_pruned_by_stats.add(report.units_pruned);
+            Ok(scan.stream(units, batch_size, limit, metrics))
+        }))
+    }
+}
+
+impl FileScan {
+    /// The scan of `ds` producing `schema` (the table's projected file columns), pruning
+    /// on `filters` (over the table schema, partition values already substituted).
+    async fn new(
+        ds: &Arc<Dataset>,
+        schema: SchemaRef,
+        filters: Vec<Arc<dyn PhysicalExpr>>,
+        block_threads: usize,
+    ) -> Result<Self> {
+        let own = Arc::new(dataset_schema(ds));
+        let mut read: Vec<usize> = Vec::new();
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for f in schema.fields() {
+            match own.index_of(f.name()) {
+                Ok(i) if own.field(i).data_type() == f.data_type() => {
+                    columns.push(Some(read.len()));
+                    read.push(i);
+                }
+                Ok(i) => {
+                    return Err(DataFusionError::Execution(format!(
+                        "{}: column {:?} is {} here, but the table's is {}",
+                        ds.display(),
+                        f.name(),
+                        own.field(i).data_type(),
+                        f.data_type()
+                    )));
+                }
+                Err(_) if f.is_nullable() => columns.push(None),
+                Err(_) => {
+                    return Err(DataFusionError::Execution(format!(
+                        "{}: no column {:?}, which the table has and cannot hold nulls",
+                        ds.display(),
+                        f.name()
+                    )));
+                }
+            }
+        }
+        if let Dataset::Table(t) = &**ds {
+            // Tables open their columns on demand: those produced and those filtered on.
+            let mut open = read.clone();
+            for f in &filters {
+                for c in datafusion::physical_expr::utils::collect_columns(f) {
+                    open.extend(own.index_of(c.name()).ok());
+                }
+            }
+            open.sort_unstable();
+            open.dedup();
+            t.open_columns(open).await.map_err(to_df)?;
+        }
+        let big_chunks = matches!(&**ds, Dataset::Array(a)
+            if a.geometry.chunk_items() * a.itemsize() as u64 >= PARALLEL_MIN_BYTES as u64);
+        let reader = BatchReader::with_schema(Arc::clone(ds), Arc::clone(&own), Some(read))
+            .with_block_threads(if big_chunks { block_threads } else { 1 });
+        let dynamic = filters
+            .iter()
+            .any(|f| DynamicFilterTracking::classify(f).contains_dynamic_filter());
+        let pruning = DynamicPruning::new(filters, Arc::clone(ds), own, None, Arc::default());
+        let probe = dynamic.then(|| Probe::new(ds, &reader, &pruning)).flatten();
+        Ok(FileScan {
+            reader,
+            probe,
+            pruning,
+            dynamic,
+            columns,
+            schema,
+        })
+    }
+
+    /// Reads `units` in order: batches of at most `batch_size` rows, `limit` rows in all.
+    fn stream(
+        self,
+        units: Vec<ZonedUnit>,
+        batch_size: usize,
+        limit: Option<usize>,
+        metrics: OpenerMetrics,
+    ) -> futures::stream::BoxStream<'static, Result<RecordBatch>> {
+        let scan = Arc::new(self);
+        futures::stream::unfold((units.into_iter(), 0usize), move |(mut units, produced)| {
+            let scan = Arc::clone(&scan);
+            let metrics = metrics.clone();
+            async move {
+                if limit.is_some_and(|l| produced >= l) {
+                    return None;
+                }
+                let unit = units.next()?;
+                let batch = match scan.read(&unit, &metrics).await {
+                    Ok(Some(b)) => b,
+                    Ok(None) => return Some((Vec::new(), (units, produced))),
+                    Err(e) => return Some((vec![Err(e)], (Vec::new().into_iter(), produced))),
+                };
+                let take = limit.map_or(batch.num_rows(), |l| (l - produced).min(batch.num_rows()));
+                let pieces = (0..take)
+                    .step_by(batch_size)
+                    .map(|o| Ok(batch.slice(o, batch_size.min(take - o))))
+                    .collect();
+                Some((pieces, (units, produced + take)))
+            }
+        })
+        .flat_map(futures::stream::iter)
+        .boxed()
+    }
+
+    /// One unit as the table's columns, or `None` when dynamic filters rule it out.
+    async fn read(&self, unit: &ZonedUnit, metrics: &OpenerMetrics) -> Result<Option<RecordBatch>> {
+        if self.dynamic && !self.pruning.keeps(unit).await? {
+            metrics.units_pruned_by_dynamic_filters.add(1);
+            return Ok(None);
+        }
+        let mut st = ReadStats::default();
+        let timer = metrics.read_decode_time.timer();
+        let read = match &self.probe {
+            Some(p) => p.read(&self.pruning, &unit.unit, &mut st).await,
+            None => self
+                .reader
+                .read(&unit.unit, &mut st)
+                .await
+                .map(Some)
+                .map_err(to_df),
+        };
+        timer.done();
+        metrics.add(&st);
+        let Some(batch) = read? else {
+            metrics.units_pruned_by_dynamic_filters.add(1);
+            return Ok(None);
+        };
+        let rows = batch.num_rows();
+        let columns: Vec<ArrayRef> = self
+            .columns
+            .iter()
+            .zip(self.schema.fields())
+            .map(|(c, f)| match c {
+                Some(i) => Arc::clone(batch.column(*i)),
+                None => new_null_array(f.data_type(), rows),
+            })
+            .collect();
+        let opts = RecordBatchOptions::new().with_row_count(Some(rows));
+        Ok(Some(RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            columns,
+            &opts,
+        )?))
+    }
+}
+
+/// The selection shape of `ds`: the array's shape, or `[physical rows]`.
+fn shape(ds: &Dataset) -> Vec<u64> {
+    match ds {
+        Dataset::Array(a) => a.geometry.shape.clone(),
+        Dataset::Table(t) => vec![t.physical_rows],
+    }
+}
+
+/// The units of the zones whose position falls in `range` (all when there is none).
+fn in_range(units: Vec<ZonedUnit>, range: Option<&FileRange>, size: u64) -> Vec<ZonedUnit> {
+    let Some(r) = range else {
+        return units;
+    };
+    let zones = units
+        .iter()
+        .map(|u| u.zone)
+        .filter(|&z| z != u64::MAX)
+        .max()
+        .map_or(1, |z| z as u128 + 1);
+    let (start, end) = (r.start.max(0) as u128, r.end.max(0) as u128);
+    units
+        .into_iter()
+        .filter(|u| {
+            let z = if u.zone == u64::MAX {
+                0
+            } else {
+                u.zone as u128
+            };
+            let at = z * size as u128 / zones;
+            start <= at && at < end
+        })
+        .collect()
+}
+
+/// `filters` with the file's partition columns replaced by its values, so that a filter
+/// mixing them with file columns (`year = 2024 OR v > 3`) still prunes.
+fn with_partition_values(
+    filters: &[Arc<dyn PhysicalExpr>],
+    table_schema: &TableSchema,
+    file: &PartitionedFile,
+) -> Result<Vec<Arc<dyn PhysicalExpr>>> {
+    let file_columns = table_schema.file_schema().fields().len();
+    let names: Vec<&str> = table_schema
+        .table_partition_cols()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    if names.is_empty() {
+        return Ok(filters.to_vec());
+    }
+    filters
+        .iter()
+        .map(|f| {
+            Arc::clone(f)
+                .transform(|e| {
+                    let Some(c) = e.downcast_ref::<Column>() else {
+                        return Ok(Transformed::no(e));
+                    };
+                    let k = c.index().checked_sub(file_columns);
+                    match k.and_then(|k| Some((k, *names.get(k)?))) {
+                        Some((k, name)) if name == c.name() => match file.partition_values.get(k) {
+                            Some(v) => Ok(Transformed::yes(Arc::new(Literal::new(v.clone())) as _)),
+                            None => Ok(Transformed::no(e)),
+                        },
+                        _ => Ok(Transformed::no(e)),
+                    }
+                })
+                .map(|t| t.data)
+        })
+        .collect()
+}

@@ -1,0 +1,168 @@
+//! [`Blosc2Source`]: the [`FileSource`] of [`super::format::Blosc2Format`], which
+//! DataFusion's `DataSourceExec` drives: it holds the scan's projection and the filters
+//! pushed into it (static and dynamic), and makes a [`Blosc2Opener`] per partition.
+//!
+//! Filters are taken for pruning and reported not pushed down: DataFusion still applies
+//! them to the rows, as with Parquet's row-group pruning.
+
+use super::opener::Blosc2Opener;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::datasource::physical_plan::{FileOpener, FileScanConfig, FileSource};
+use datafusion::datasource::projection::{ProjectionOpener, SplitProjection};
+use datafusion::datasource::table_schema::TableSchema;
+use datafusion::error::Result;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::projection::ProjectionExprs;
+use datafusion::physical_plan::filter_pushdown::{FilterPushdownPropagation, PushedDown};
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::physical_plan::{DisplayFormatType, apply_expression_roots};
+use object_store::ObjectStore;
+use std::fmt;
+use std::sync::Arc;
+
+/// The scan of Blosc2 files listed by a `ListingTable` (or any [`FileScanConfig`]).
+#[derive(Clone)]
+pub struct Blosc2Source {
+    table_schema: TableSchema,
+    projection: SplitProjection,
+    batch_size: Option<usize>,
+    /// Over the table schema (file columns, then partition columns).
+    filters: Vec<Arc<dyn PhysicalExpr>>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl fmt::Debug for Blosc2Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Blosc2Source")
+            .field("projection", &self.projection.file_indices)
+            .field("filters", &self.filters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Blosc2Source {
+    /// The scan of every column of `table_schema`, without filters.
+    pub fn new(table_schema: impl Into<TableSchema>) -> Self {
+        let table_schema = table_schema.into();
+        Blosc2Source {
+            projection: SplitProjection::unprojected(&table_schema),
+            table_schema,
+            batch_size: None,
+            filters: Vec::new(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    /// The filters the scan prunes on (over the table schema).
+    pub fn filters(&self) -> &[Arc<dyn PhysicalExpr>] {
+        &self.filters
+    }
+}
+
+impl FileSource for Blosc2Source {
+    fn create_file_opener(
+        &self,
+        object_store: Arc<dyn ObjectStore>,
+        base_config: &FileScanConfig,
+        partition: usize,
+    ) -> Result<Arc<dyn FileOpener>> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let opener = Blosc2Opener {
+            store: object_store,
+            table_schema: self.table_schema.clone(),
+            file_indices: self.projection.file_indices.clone(),
+            filters: self.filters.clone(),
+            batch_size: self.batch_size.unwrap_or(8192).max(1),
+            limit: base_config.limit,
+            block_threads: (threads / base_config.file_groups.len().max(1)).max(1),
+            metrics: self.metrics.clone(),
+            partition,
+        };
+        ProjectionOpener::try_new(
+            self.projection.clone(),
+            Arc::new(opener),
+            self.table_schema.file_schema(),
+        )
+    }
+
+    fn table_schema(&self) -> &TableSchema {
+        &self.table_schema
+    }
+
+    fn with_batch_size(&self, batch_size: usize) -> Arc<dyn FileSource> {
+        Arc::new(Blosc2Source {
+            batch_size: Some(batch_size),
+            ..self.clone()
+        })
+    }
+
+    fn filter(&self) -> Option<Arc<dyn PhysicalExpr>> {
+        (!self.filters.is_empty())
+            .then(|| datafusion::physical_expr::utils::conjunction(self.filters.clone()))
+    }
+
+    fn projection(&self) -> Option<&ProjectionExprs> {
+        Some(&self.projection.source)
+    }
+
+    fn try_pushdown_projection(
+        &self,
+        projection: &ProjectionExprs,
+    ) -> Result<Option<Arc<dyn FileSource>>> {
+        let merged = self.projection.source.try_merge(projection)?;
+        Ok(Some(Arc::new(Blosc2Source {
+            projection: SplitProjection::new(self.table_schema.file_schema(), &merged),
+            ..self.clone()
+        })))
+    }
+
+    fn try_pushdown_filters(
+        &self,
+        filters: Vec<Arc<dyn PhysicalExpr>>,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn FileSource>>> {
+        let mut source = self.clone();
+        let result = FilterPushdownPropagation::with_parent_pushdown_result(vec![
+            PushedDown::No;
+            filters.len()
+        ]);
+        if filters.is_empty() {
+            return Ok(result);
+        }
+        source.filters.extend(filters);
+        Ok(result.with_updated_node(Arc::new(source) as Arc<dyn FileSource>))
+    }
+
+    fn metrics(&self) -> &ExecutionPlanMetricsSet {
+        &self.metrics
+    }
+
+    fn file_type(&self) -> &str {
+        "blosc2"
+    }
+
+    fn fmt_extra(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose if !self.filters.is_empty() => {
+                let shown: Vec<String> = self.filters.iter().map(|e| e.to_string()).collect();
+                write!(f, ", pruning_filters=[{}]", shown.join(", "))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        // The filters first: a hash join computes its dynamic filter only when it finds
+        // the filter here.
+        for e in &self.filters {
+            if f(e)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        apply_expression_roots(self.projection.source.iter(), f)
+    }
+}

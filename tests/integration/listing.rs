@@ -1,0 +1,339 @@
+//! `Blosc2Format` under DataFusion's own `ListingTable`: every value of single-file
+//! containers, byte-range splits, hive partition columns, pruning on static and dynamic
+//! filters, and errors that name the file.
+
+use crate::arrow_values::{check_table_values, json_of, open};
+use crate::util::{explain, fixture};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::datasource::listing::ListingOptions;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_blosc2::arrow_reader::reader::read_all;
+use datafusion_blosc2::provider::Blosc2Format;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A session with `partitions` target partitions; with `split`, files of any size are
+/// cut into byte ranges.
+fn session(partitions: usize, split: bool) -> SessionContext {
+    let mut cfg = SessionConfig::new().with_target_partitions(partitions);
+    if split {
+        cfg.options_mut().optimizer.repartition_file_min_size = 0;
+    }
+    SessionContext::new_with_config(cfg)
+}
+
+/// Registers the listing table `t` over `path` (a file or a directory) with the files
+/// ending in `ext` and the given partition columns.
+async fn register(ctx: &SessionContext, path: &str, ext: &str, parts: Vec<(String, DataType)>) {
+    let options = ListingOptions::new(Arc::new(Blosc2Format::default()))
+        .with_file_extension(ext)
+        .with_table_partition_cols(parts);
+    ctx.register_listing_table("t", path, options, None, None)
+        .await
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+}
+
+/// Every cell of `batches`, row by row, as JSON.
+fn cells(batches: &[RecordBatch]) -> Vec<Vec<Value>> {
+    let mut out = Vec::new();
+    for b in batches {
+        for r in 0..b.num_rows() {
+            out.push(b.columns().iter().map(|c| json_of(c.as_ref(), r)).collect());
+        }
+    }
+    out
+}
+
+/// The rows of `sql`, as JSON cells.
+async fn query(ctx: &SessionContext, sql: &str) -> Vec<Vec<Value>> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    cells(&batches)
+}
+
+/// `rows` sorted by their text, to compare scans whose partitions interleave.
+fn sorted(mut rows: Vec<Vec<Value>>) -> Vec<String> {
+    let mut s: Vec<String> = rows
+        .drain(..)
+        .map(|r| Value::Array(r).to_string())
+        .collect();
+    s.sort();
+    s
+}
+
+/// Every cell of `batches`, row by row, as Arrow displays it (exact for every type).
+fn texts(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    use datafusion::arrow::util::display::array_value_to_string;
+    let mut out = Vec::new();
+    for b in batches {
+        for r in 0..b.num_rows() {
+            out.push(
+                b.columns()
+                    .iter()
+                    .map(|c| array_value_to_string(c, r).unwrap())
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// The single-file arrays: every row through a listing table on one partition against
+/// the crate's reader (whose values `arrow_values` checks against the writers'), in
+/// order for 1-D arrays (N-d arrays come chunk by chunk); and the same rows when the
+/// file is cut into byte ranges.
+#[tokio::test]
+async fn listing_tables_read_every_array_row() {
+    let files = [
+        "b2nd/geom-0d.b2nd",
+        "b2nd/geom-1d-big.b2nd",
+        "b2nd/geom-2d-tiles.b2nd",
+        "b2nd/geom-3d.b2nd",
+        "b2nd/geom-empty.b2nd",
+        "b2nd/dtype-le_U3.b2nd",
+        "b2nd/dtype-le_f2.b2nd",
+        "b2nd/dtype-le_M8_ns.b2nd",
+        "b2nd/dtype-na_S5.b2nd",
+        "b2nd/dtype-na_b1.b2nd",
+        "b2nd/codec-zstd-bytedelta.b2nd",
+        "schunk/many-chunks.b2frame",
+        "schunk/sparse-reordered.b2frame",
+        "schunk/special-nan.b2frame",
+    ];
+    for rel in files {
+        let (schema, batches) = read_all(open(rel).await, 1 << 20).await.unwrap();
+        let mut want = texts(&batches);
+        let path = fixture(rel);
+        let ext = format!(".{}", rel.rsplit('.').next().unwrap());
+        let run = |ctx: SessionContext| {
+            let (path, ext) = (path.clone(), ext.clone());
+            async move {
+                register(&ctx, path.to_str().unwrap(), &ext, vec![]).await;
+                let plan = explain(&ctx, "SELECT * FROM t").await;
+                let batches = ctx.sql("SELECT * FROM t").await.unwrap().collect().await;
+                (
+                    plan,
+                    texts(&batches.unwrap_or_else(|e| panic!("{rel}: {e}"))),
+                )
+            }
+        };
+        let (_, mut got) = run(session(1, false)).await;
+        assert_eq!(got.len(), want.len(), "{rel}: rows");
+        if schema.index_of("dim_1").is_ok() {
+            got.sort();
+            want.sort();
+        }
+        assert_eq!(got, want, "{rel}");
+        let (plan, mut split) = run(session(4, true)).await;
+        if want.len() > 100_000 {
+            assert!(plan.contains(".."), "{rel}: not cut into ranges:\n{plan}");
+        }
+        split.sort();
+        want.sort();
+        assert_eq!(split, want, "{rel}: byte ranges");
+    }
+}
+
+/// Single-file tables (`.b2z` CTables, BatchArrays, ObjectArrays): every live value
+/// against the writer's, and the same rows over byte ranges.
+#[tokio::test]
+async fn listing_tables_read_every_table_value() {
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
+            .unwrap();
+    let mut checked = 0;
+    for (rel, t) in v.as_object().unwrap() {
+        let path = fixture(rel);
+        if !path.is_file() || rel.ends_with(".b2e") {
+            continue;
+        }
+        let ext = format!(".{}", rel.rsplit('.').next().unwrap());
+        // The reference: the crate's reader, checked here against the writer's values.
+        check_table_values(rel, open(rel).await, t).await;
+        let (_, batches) = read_all(open(rel).await, 1 << 20).await.unwrap();
+        let want = cells(&batches);
+        let ctx = session(1, false);
+        register(&ctx, path.to_str().unwrap(), &ext, vec![]).await;
+        assert_eq!(query(&ctx, "SELECT * FROM t").await, want, "{rel}");
+        let split = session(3, true);
+        register(&split, path.to_str().unwrap(), &ext, vec![]).await;
+        assert_eq!(
+            sorted(query(&split, "SELECT * FROM t").await),
+            sorted(want),
+            "{rel}: byte ranges"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} single-file tables");
+}
+
+/// A hive-partitioned directory: the files' rows with the partition values DataFusion
+/// takes from the paths, against the writer's (the sparse-frame member is a directory,
+/// not a file, so a listing table does not see it); a filter mixing a partition column
+/// with a file column; pruning on a partition column alone.
+#[tokio::test]
+async fn listing_tables_take_hive_partitions() {
+    let v: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("expected/partitioned.json")).unwrap(),
+    )
+    .unwrap();
+    let t = &v["partitioned/temps"];
+    let sparse = "year=2024/station=north/part-0.b2nd";
+    // (dim_0, value, year, station) of the file members.
+    let want: Vec<Vec<Value>> = t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r[4] != sparse)
+        .map(|r| {
+            let year: i32 = r[2].as_str().unwrap().parse().unwrap();
+            vec![r[0].clone(), r[1].clone(), year.into(), r[3].clone()]
+        })
+        .collect();
+    assert!(!want.is_empty());
+    let ctx = session(2, false);
+    let parts = vec![
+        ("year".to_string(), DataType::Int32),
+        ("station".to_string(), DataType::Utf8),
+    ];
+    register(
+        &ctx,
+        &format!("{}/", fixture("partitioned/temps").display()),
+        ".b2nd",
+        parts,
+    )
+    .await;
+    let got = sorted(query(&ctx, "SELECT dim_0, value, year, station FROM t").await);
+    assert_eq!(got, sorted(want.clone()));
+
+    let keep = |r: &Vec<Value>| r[2] == 2023 || r[1].as_f64().unwrap() > 20.0;
+    let got = query(
+        &ctx,
+        "SELECT dim_0, value, year, station FROM t WHERE year = 2023 OR value > 20",
+    )
+    .await;
+    let expect: Vec<Vec<Value>> = want.iter().filter(|r| keep(r)).cloned().collect();
+    assert_eq!(sorted(got), sorted(expect));
+
+    let plan = explain(&ctx, "SELECT value FROM t WHERE station = 'south east'").await;
+    assert!(
+        plan.contains("station=south%20east") && !plan.contains("station=north"),
+        "{plan}"
+    );
+}
+
+/// The value of the metric `name` in `EXPLAIN ANALYZE <sql>` (summed over partitions).
+async fn metric(ctx: &SessionContext, sql: &str, name: &str) -> usize {
+    let plan = query(ctx, &format!("EXPLAIN ANALYZE {sql}")).await;
+    let text: String = plan
+        .iter()
+        .map(|r| r[1].as_str().unwrap_or("").to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let scan = text
+        .lines()
+        .find(|l| l.contains("DataSourceExec"))
+        .unwrap_or_else(|| panic!("no scan in\n{text}"));
+    let key = format!("{name}=");
+    let at = scan
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {scan}"));
+    scan[at + key.len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap()
+}
+
+/// Filters prune the units their statistics rule out: a coordinate range (static), a
+/// TopK's threshold (dynamic), with the same rows as the crate's reader gives.
+#[tokio::test]
+async fn listing_tables_prune_units() {
+    let rel = "b2nd/geom-1d-big.b2nd";
+    let (_, batches) = read_all(open(rel).await, 1 << 20).await.unwrap();
+    let all = cells(&batches);
+    let ctx = session(2, false);
+    register(&ctx, fixture(rel).to_str().unwrap(), ".b2nd", vec![]).await;
+    let sql = "SELECT dim_0, value FROM t WHERE dim_0 >= 99000";
+    let want: Vec<Vec<Value>> = all
+        .iter()
+        .filter(|r| r[0].as_i64().unwrap() >= 99000)
+        .cloned()
+        .collect();
+    assert_eq!(sorted(query(&ctx, sql).await), sorted(want));
+    let total = metric(&ctx, sql, "units_total").await;
+    let pruned = metric(&ctx, sql, "units_pruned_by_stats").await;
+    assert!(pruned > 0 && pruned < total, "{pruned} of {total} pruned");
+
+    // One partition reads the chunk grid in order: after the first chunk the TopK's
+    // threshold on dim_1 rules out every chunk to its right.
+    let rel = "b2nd/geom-2d-tiles.b2nd";
+    let (_, batches) = read_all(open(rel).await, 1 << 20).await.unwrap();
+    let mut want: Vec<Vec<Value>> = cells(&batches);
+    want.sort_by_key(|r| (r[1].as_i64().unwrap(), r[0].as_i64().unwrap()));
+    want.truncate(5);
+    let ctx = session(1, false);
+    register(&ctx, fixture(rel).to_str().unwrap(), ".b2nd", vec![]).await;
+    let sql = "SELECT * FROM t ORDER BY dim_1, dim_0 LIMIT 5";
+    assert_eq!(query(&ctx, sql).await, want);
+    let dynamic = metric(&ctx, sql, "units_pruned_by_dynamic_filters").await;
+    assert!(dynamic > 0, "no unit pruned by the TopK's filter");
+}
+
+/// `count(*)` of whole files comes from their statistics: no scan.
+#[tokio::test]
+async fn listing_tables_count_from_statistics() {
+    let ctx = session(2, false);
+    register(
+        &ctx,
+        fixture("b2nd/geom-3d.b2nd").to_str().unwrap(),
+        ".b2nd",
+        vec![],
+    )
+    .await;
+    assert_eq!(
+        query(&ctx, "SELECT count(*), min(dim_2), max(dim_0) FROM t").await,
+        vec![vec![Value::from(1320), Value::from(0), Value::from(9)]]
+    );
+    let plan = explain(&ctx, "SELECT count(*) FROM t").await;
+    assert!(!plan.contains("DataSourceExec"), "{plan}");
+}
+
+/// A file that is not a container, and files whose columns disagree: errors that name
+/// the file.
+#[tokio::test]
+async fn listing_table_errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.b2nd"), b"not a frame at all").unwrap();
+    let ctx = session(1, false);
+    let options = ListingOptions::new(Arc::new(Blosc2Format::default()));
+    let path = format!("{}/", dir.path().display());
+    let err = ctx
+        .register_listing_table("t", &path, options.clone(), None, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("notes.b2nd"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    for (src, dst) in [
+        ("b2nd/dtype-le_f8.b2nd", "a.b2nd"),
+        ("b2nd/dtype-le_U3.b2nd", "b.b2nd"),
+    ] {
+        std::fs::copy(fixture(src), dir.path().join(dst)).unwrap();
+    }
+    let path = format!("{}/", dir.path().display());
+    let err = ctx
+        .register_listing_table("u", &path, options, None, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("b.b2nd") || err.contains("a.b2nd"), "{err}");
+}
