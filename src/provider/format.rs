@@ -68,14 +68,26 @@ pub(crate) async fn open_object(
     store: &Arc<dyn ObjectStore>,
     object: &ObjectMeta,
 ) -> Result<Dataset> {
-    let loc = Location::new(
-        Arc::clone(store),
-        object.location.clone(),
-        object.location.to_string(),
-    );
+    let loc = match local_root(store) {
+        // The local file system at its root (DataFusion's store for `file://`): read
+        // with the crate's local path (reads served inline from the page cache, buffers
+        // reused), as a table provider over the same file does.
+        true => Location::local(format!("/{}", object.location)).map_err(to_df)?,
+        false => Location::new(
+            Arc::clone(store),
+            object.location.clone(),
+            object.location.to_string(),
+        ),
+    };
     Dataset::open(&loc, &OpenOptions::default())
         .await
         .map_err(to_df)
+}
+
+/// True for an `object_store` local file system rooted at `/` (told by how it prints
+/// itself: the trait has no downcast).
+fn local_root(store: &Arc<dyn ObjectStore>) -> bool {
+    store.to_string() == "LocalFileSystem(file:///)"
 }
 
 /// The schemas of several files merged into one: fields by name (a type conflict is an

@@ -42,6 +42,8 @@ pub struct Blosc2Opener {
     pub(crate) file_indices: Vec<usize>,
     /// Over the table schema.
     pub(crate) filters: Vec<Arc<dyn PhysicalExpr>>,
+    /// Read each file's units last first.
+    pub(crate) reverse_units: bool,
     pub(crate) batch_size: usize,
     pub(crate) limit: Option<usize>,
     /// Threads that decode the blocks of one big chunk.
@@ -109,6 +111,7 @@ impl FileOpener for Blosc2Opener {
         );
         let filters = with_partition_values(&self.filters, &self.table_schema, &file)?;
         let (batch_size, limit, block_threads) = (self.batch_size, self.limit, self.block_threads);
+        let reverse = self.reverse_units;
         let metrics = OpenerMetrics::new(&self.metrics, self.partition);
         Ok(Box::pin(async move {
             let ds = Arc::new(open_object(&store, &file.object_meta).await?);
@@ -116,8 +119,11 @@ impl FileOpener for Blosc2Opener {
             let units = plan_zoned_units(&ds, &Selection::all(&shape(&ds)), batch_size as u64 * 8);
             let units = in_range(units, file.range.as_ref(), file.object_meta.size);
             metrics.units_total.add(units.len());
-            let (units, report) = scan.pruning.prune(units).await?;
+            let (mut units, report) = scan.pruning.prune(units).await?;
             metrics.units_pruned_by_stats.add(report.units_pruned);
+            if reverse {
+                units.reverse();
+            }
             Ok(scan.stream(units, batch_size, limit, metrics))
         }))
     }

@@ -12,11 +12,14 @@ use datafusion::datasource::physical_plan::{FileOpener, FileScanConfig, FileSour
 use datafusion::datasource::projection::{ProjectionOpener, SplitProjection};
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::Result;
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::projection::ProjectionExprs;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::filter_pushdown::{FilterPushdownPropagation, PushedDown};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use datafusion::physical_plan::{DisplayFormatType, apply_expression_roots};
+use datafusion::physical_plan::{
+    DisplayFormatType, SortOrderPushdownResult, apply_expression_roots,
+};
 use object_store::ObjectStore;
 use std::fmt;
 use std::sync::Arc;
@@ -29,6 +32,8 @@ pub struct Blosc2Source {
     batch_size: Option<usize>,
     /// Over the table schema (file columns, then partition columns).
     filters: Vec<Arc<dyn PhysicalExpr>>,
+    /// Read each file's units last first (a `dim_k DESC` order was pushed down).
+    reverse_units: bool,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -50,6 +55,7 @@ impl Blosc2Source {
             table_schema,
             batch_size: None,
             filters: Vec::new(),
+            reverse_units: false,
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
@@ -73,6 +79,7 @@ impl FileSource for Blosc2Source {
             table_schema: self.table_schema.clone(),
             file_indices: self.projection.file_indices.clone(),
             filters: self.filters.clone(),
+            reverse_units: self.reverse_units,
             batch_size: self.batch_size.unwrap_or(8192).max(1),
             limit: base_config.limit,
             block_threads: (threads / base_config.file_groups.len().max(1)).max(1),
@@ -134,6 +141,44 @@ impl FileSource for Blosc2Source {
         Ok(result.with_updated_node(Arc::new(source) as Arc<dyn FileSource>))
     }
 
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+        eq_properties: &EquivalenceProperties,
+    ) -> Result<SortOrderPushdownResult<Arc<dyn FileSource>>> {
+        let Some(first) = order.first() else {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        };
+        if eq_properties.ordering_satisfy(order.iter().cloned())? {
+            return Ok(SortOrderPushdownResult::Exact {
+                inner: Arc::new(self.clone()),
+            });
+        }
+        // A declared order that is a prefix of the request serves the sort better as it
+        // is (a TopK stops early on it).
+        for n in 1..order.len() {
+            if eq_properties.ordering_satisfy(order[..n].iter().cloned())? {
+                return Ok(SortOrderPushdownResult::Unsupported);
+            }
+        }
+        // Units follow the chunk grid in C order, coordinates rising: read last first, a
+        // `dim_k DESC` TopK meets its largest coordinates first and its threshold rules
+        // out the rest.
+        let coordinate = first
+            .expr
+            .downcast_ref::<Column>()
+            .is_some_and(|c| c.name().starts_with("dim_"));
+        if coordinate && first.options.descending {
+            return Ok(SortOrderPushdownResult::Inexact {
+                inner: Arc::new(Blosc2Source {
+                    reverse_units: true,
+                    ..self.clone()
+                }),
+            });
+        }
+        Ok(SortOrderPushdownResult::Unsupported)
+    }
+
     fn metrics(&self) -> &ExecutionPlanMetricsSet {
         &self.metrics
     }
@@ -143,13 +188,17 @@ impl FileSource for Blosc2Source {
     }
 
     fn fmt_extra(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose if !self.filters.is_empty() => {
-                let shown: Vec<String> = self.filters.iter().map(|e| e.to_string()).collect();
-                write!(f, ", pruning_filters=[{}]", shown.join(", "))
-            }
-            _ => Ok(()),
+        if matches!(t, DisplayFormatType::TreeRender) {
+            return Ok(());
         }
+        if !self.filters.is_empty() {
+            let shown: Vec<String> = self.filters.iter().map(|e| e.to_string()).collect();
+            write!(f, ", pruning_filters=[{}]", shown.join(", "))?;
+        }
+        if self.reverse_units {
+            write!(f, ", reverse_units=true")?;
+        }
+        Ok(())
     }
 
     fn apply_expressions(
