@@ -19,8 +19,9 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::DynamicFilterTracking;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::collect_columns;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
@@ -30,6 +31,7 @@ use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SortOrderPushdownResult,
 };
 use futures::StreamExt;
 use std::fmt;
@@ -58,6 +60,8 @@ pub struct Blosc2Exec {
     summaries: Option<Arc<SummaryCache>>,
     /// Filters other operators update while the query runs, checked before each unit.
     dynamic: Option<Arc<DynamicPruning>>,
+    /// Each partition reads its units last first (a `dim_k DESC` order was pushed down).
+    reversed: bool,
 }
 
 /// Splits `units` into at most `n` contiguous groups of similar estimated cost
@@ -166,6 +170,7 @@ impl Blosc2Exec {
             props,
             summaries: None,
             dynamic: None,
+            reversed: false,
         }
     }
 
@@ -228,6 +233,9 @@ impl Blosc2Exec {
         let mut partitions = balance(&self.ds, self.projection.as_deref(), units, n);
         // The plan's partition count stays what it was declared.
         partitions.resize_with(n, Vec::new);
+        if self.reversed {
+            partitions.iter_mut().for_each(|p| p.reverse());
+        }
         Self { partitions, ..self }
     }
 
@@ -286,6 +294,9 @@ impl DisplayAs for Blosc2Exec {
         if let Some(d) = &self.dynamic {
             let filters: Vec<String> = d.filters().iter().map(|e| e.to_string()).collect();
             write!(f, ", dynamic_filters=[{}]", filters.join(", "))?;
+        }
+        if self.reversed {
+            write!(f, ", reverse_units=true")?;
         }
         Ok(())
     }
@@ -509,6 +520,36 @@ impl ExecutionPlan for Blosc2Exec {
             s = s.with_fetch(Some(l), 0, 1)?;
         }
         Ok(Arc::new(s))
+    }
+
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+    ) -> Result<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
+        // An array's units follow the chunk grid in C order, coordinates rising: read
+        // last first, a `dim_k DESC` TopK meets its largest coordinates first and its
+        // threshold rules out the rest. The rows stay unsorted: the sort stays.
+        let descending_coordinate = order.first().is_some_and(|s| {
+            s.options.descending
+                && s.expr.downcast_ref::<Column>().is_some_and(|c| {
+                    c.name().starts_with("dim_")
+                        && self.reader.schema().index_of(c.name()).ok() == Some(c.index())
+                })
+        });
+        if self.reversed || !descending_coordinate || !matches!(&*self.ds, Dataset::Array(_)) {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        }
+        let mut partitions = self.partitions.clone();
+        partitions.iter_mut().for_each(|p| p.reverse());
+        Ok(SortOrderPushdownResult::Inexact {
+            inner: Arc::new(Self {
+                partitions,
+                reversed: true,
+                metrics: ExecutionPlanMetricsSet::new(),
+                execution: Arc::default(),
+                ..self.clone()
+            }),
+        })
     }
 
     fn supports_limit_pushdown(&self) -> bool {
