@@ -12,7 +12,9 @@
 //! (`benches/scan_data.py`, python-blosc2 4.14.1 via `B2_PYTHON`) goes to
 //! `target/bench-data/scan/`; the Parquet copies are written by DataFusion (`COPY … TO`,
 //! default writer settings) from the ZSTD Blosc2 tables, so both sides hold the same
-//! values. The table is printed at the end and written to `target/bench-data/scan-table.md`.
+//! values. The table is printed at the end and written to `target/bench-data/scan-table.md`,
+//! with a second one for the single-file arrays read as DataFusion listing tables
+//! (`Blosc2Format`) beside the table provider and Parquet.
 
 use criterion::Criterion;
 use datafusion::datasource::MemTable;
@@ -209,6 +211,86 @@ const QUERIES: &[Query] = &[
         columns: "text",
     },
 ];
+
+/// Queries over the single-file arrays for the listing-table table (with the `QUERIES`
+/// over them): TopKs on a coordinate, which a listing scan reads last first.
+const LISTING_EXTRA: &[&str] = &[
+    "SELECT * FROM walk_{c} ORDER BY dim_0 DESC LIMIT 10",
+    "SELECT * FROM grid_{c} ORDER BY dim_0 DESC LIMIT 10",
+    "SELECT count(*) FROM grid_{c} WHERE value > 0.5",
+];
+
+/// The same files as DataFusion `ListingTable`s through `Blosc2Format`, timed against the
+/// table provider and Parquet in the same rounds: a second table, for the queries over
+/// the single-file arrays (`walk`, `grid`, `tiles`).
+fn listing_table(
+    rt: &tokio::runtime::Runtime,
+    b2: &SessionContext,
+    pq: &SessionContext,
+    threads: usize,
+    only: &str,
+) -> String {
+    use datafusion::datasource::listing::ListingOptions;
+    use datafusion_blosc2::provider::Blosc2Format;
+    let lt = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(threads));
+    for name in ["walk", "grid", "tiles"] {
+        for c in CODECS {
+            let file = data_dir().join(format!("{name}-{c}.b2nd"));
+            let options = ListingOptions::new(Arc::new(Blosc2Format::default()));
+            rt.block_on(lt.register_listing_table(
+                format!("{name}_{c}"),
+                file.to_str().unwrap(),
+                options,
+                None,
+                None,
+            ))
+            .unwrap();
+        }
+    }
+    let sqls = QUERIES
+        .iter()
+        .map(|q| (q.name, q.sql))
+        .chain(LISTING_EXTRA.iter().map(|s| (*s, *s)))
+        .filter(|(n, s)| {
+            n.contains(only) && ["walk_", "grid_", "tiles_"].iter().any(|t| s.contains(t))
+        });
+    let mut rows = Vec::new();
+    for (name, sql) in sqls {
+        for codec in CODECS {
+            let sql = sql.replace("{c}", codec);
+            let (a, b) = (
+                rt.block_on(printed(b2, &sql)),
+                rt.block_on(printed(&lt, &sql)),
+            );
+            assert!(
+                same_numbers(&a, &b),
+                "{sql}: provider and listing disagree:\n{a}\n{b}"
+            );
+            let t = interleaved_ms(&mut [
+                &mut || {
+                    rt.block_on(run(b2, &sql));
+                },
+                &mut || {
+                    rt.block_on(run(&lt, &sql));
+                },
+                &mut || {
+                    rt.block_on(run(pq, &sql));
+                },
+            ]);
+            rows.push(format!(
+                "| {name} [{codec}] | {:.1} | {:.1} | {:.1} | {:.2}× |",
+                t[0].median,
+                t[1].median,
+                t[2].median,
+                t[2].median / t[1].median
+            ));
+        }
+    }
+    format!(
+        "| query ({threads} partitions) | table provider ms | listing table ms | Parquet ms | Parquet/listing |\n|---|---|---|---|---|\n{}\n",
+        rows.join("\n")
+    )
+}
 
 const CODECS: [&str; 2] = ["zstd", "lz4"];
 const DATASETS: [(&str, &str); 6] = [
@@ -519,6 +601,8 @@ fn main() {
         sizes.join("; "),
         rows.join("\n")
     );
+    let listing = listing_table(&rt, &b2, &pq, threads, &only);
+    let table = format!("{table}\nListing tables (`Blosc2Format`):\n\n{listing}");
     println!("\n{table}");
     std::fs::write(dir.join("../scan-table.md"), table).unwrap();
 }

@@ -8,6 +8,7 @@
 //! what a format says about whole files: their schema, statistics and order; the scan
 //! itself is [`super::source::Blosc2Source`].
 
+use super::prune::{SummaryCache, exact_extrema};
 use super::source::Blosc2Source;
 use super::table::Blosc2Table;
 use super::to_df;
@@ -17,6 +18,7 @@ use crate::io::Location;
 use arrow::datatypes::{Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
 use datafusion::common::{GetExt, Statistics};
 use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
 use datafusion::datasource::file_format::{FileFormat, FileFormatFactory};
@@ -158,7 +160,7 @@ impl FileFormat for Blosc2Format {
         object: &ObjectMeta,
     ) -> Result<Statistics> {
         let ds = open_object(store, object).await?;
-        Ok(file_statistics(ds, &table_schema))
+        file_statistics(ds, &table_schema).await
     }
 
     async fn infer_ordering(
@@ -186,28 +188,44 @@ impl FileFormat for Blosc2Format {
 }
 
 /// A file's statistics over `table_schema`'s columns (matched by name): exact rows, exact
-/// coordinate ranges, zero nulls where a column cannot hold any.
-fn file_statistics(ds: Dataset, table_schema: &Schema) -> Statistics {
+/// coordinate ranges, zero nulls where a column cannot hold any, and a table's exact
+/// extrema from its SUMMARY sidecars ([`exact_extrema`]).
+async fn file_statistics(ds: Dataset, table_schema: &Schema) -> Result<Statistics> {
+    let own = Arc::new(dataset_schema(&ds));
     let table = Blosc2Table::new(ds);
-    let own = datafusion::datasource::TableProvider::schema(&table);
     let Some(stats) = datafusion::datasource::TableProvider::statistics(&table) else {
-        return Statistics::new_unknown(table_schema);
+        return Ok(Statistics::new_unknown(table_schema));
     };
-    let column_statistics = table_schema
-        .fields()
-        .iter()
-        .map(|f| match own.index_of(f.name()) {
+    let summaries = SummaryCache::default();
+    let mut column_statistics = Vec::with_capacity(table_schema.fields().len());
+    for f in table_schema.fields() {
+        let mut c = match own.index_of(f.name()) {
             Ok(i) if own.field(i).data_type() == f.data_type() => {
-                stats.column_statistics[i].clone()
+                (i, stats.column_statistics[i].clone())
             }
-            _ => Default::default(),
-        })
-        .collect();
-    Statistics {
+            _ => {
+                column_statistics.push(Default::default());
+                continue;
+            }
+        };
+        if let Dataset::Table(t) = &**table.dataset() {
+            t.open_column(c.0).await.map_err(to_df)?;
+            if let Some((lo, hi)) = exact_extrema(t, &own, c.0, &summaries)
+                .await
+                .map_err(to_df)?
+            {
+                c.1 =
+                    c.1.with_min_value(Precision::Exact(lo))
+                        .with_max_value(Precision::Exact(hi));
+            }
+        }
+        column_statistics.push(c.1);
+    }
+    Ok(Statistics {
         num_rows: stats.num_rows,
         total_byte_size: stats.total_byte_size,
         column_statistics,
-    }
+    })
 }
 
 /// The order a file's rows come in: a 1-D array's by `dim_0` (an N-d array's units

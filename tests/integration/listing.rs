@@ -332,6 +332,32 @@ async fn listing_tables_count_from_statistics() {
     );
     let plan = explain(&ctx, "SELECT count(*) FROM t").await;
     assert!(!plan.contains("DataSourceExec"), "{plan}");
+
+    // A CTable with no deleted row: exact extrema from its SUMMARY sidecars, against the
+    // writer's values (`k` holds nulls, so its extrema need a scan).
+    let rel = "ctable/events-whole.b2z";
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
+            .unwrap();
+    let t: Vec<i64> = v[rel]["columns"]["t"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect();
+    let ctx = session(2, false);
+    register(&ctx, fixture(rel).to_str().unwrap(), ".b2z", vec![]).await;
+    let sql = "SELECT count(*), min(t), max(t) FROM t";
+    let want = vec![vec![
+        Value::from(t.len()),
+        Value::from(*t.iter().min().unwrap()),
+        Value::from(*t.iter().max().unwrap()),
+    ]];
+    assert_eq!(query(&ctx, sql).await, want);
+    let plan = explain(&ctx, sql).await;
+    assert!(!plan.contains("DataSourceExec"), "{plan}");
+    let plan = explain(&ctx, "SELECT min(k) FROM t").await;
+    assert!(plan.contains("DataSourceExec"), "{plan}");
 }
 
 /// A file that is not a container, and files whose columns disagree: errors that name
