@@ -8,7 +8,7 @@
 //! what a format says about whole files: their schema, statistics and order; the scan
 //! itself is [`super::source::Blosc2Source`].
 
-use super::prune::{SummaryCache, exact_extrema};
+use super::prune::{SummaryCache, ZoneMaps, exact_extrema};
 use super::source::Blosc2Source;
 use super::table::Blosc2Table;
 use super::to_df;
@@ -32,7 +32,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectMeta, ObjectStore};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The extension [`Blosc2Format`] lists by default (`ListingOptions::with_file_extension`
 /// picks others, e.g. `.b2frame` or `.b2z`).
@@ -55,13 +55,62 @@ const CONCURRENT_OPENS: usize = 16;
 /// ctx.register_listing_table("temps", "data/temps/", options, None, None).await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, Default)]
-pub struct Blosc2Format {}
+#[derive(Debug, Clone)]
+pub struct Blosc2Format {
+    /// `None`: zone maps off.
+    zone_maps: Option<Arc<FileZoneMaps>>,
+}
+
+impl Default for Blosc2Format {
+    fn default() -> Self {
+        Blosc2Format {
+            zone_maps: Some(Arc::default()),
+        }
+    }
+}
 
 impl Blosc2Format {
-    /// The format.
+    /// The format, with zone maps on.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Turns zone maps on or off: the min/max of each zone (chunk, or table rows) a scan
+    /// decodes whole, kept per file version (path, size, modification time, ETag) for
+    /// later scans through this format to prune on. On by default.
+    pub fn with_zone_maps(mut self, on: bool) -> Self {
+        self.zone_maps = on.then(Arc::default);
+        self
+    }
+}
+
+/// The zone maps of the files scans through one [`Blosc2Format`] have read, by file
+/// version: a rewritten file (other size, time or ETag) starts a new map.
+#[derive(Debug, Default)]
+pub(crate) struct FileZoneMaps {
+    files: Mutex<HashMap<FileVersion, Arc<ZoneMaps>>>,
+}
+
+/// Path, size, modification time (ns) and ETag of a listed file.
+type FileVersion = (String, u64, i64, Option<String>);
+
+/// Files whose zone maps one format keeps at most (then it starts over).
+const MAX_MAPPED_FILES: usize = 4096;
+
+impl FileZoneMaps {
+    /// The zone maps of the file `meta` describes.
+    pub(crate) fn of(&self, meta: &ObjectMeta) -> Arc<ZoneMaps> {
+        let key = (
+            meta.location.to_string(),
+            meta.size,
+            meta.last_modified.timestamp_nanos_opt().unwrap_or_default(),
+            meta.e_tag.clone(),
+        );
+        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        if files.len() >= MAX_MAPPED_FILES && !files.contains_key(&key) {
+            files.clear();
+        }
+        Arc::clone(files.entry(key).or_default())
     }
 }
 
@@ -183,7 +232,7 @@ impl FileFormat for Blosc2Format {
     }
 
     fn file_source(&self, table_schema: TableSchema) -> Arc<dyn FileSource> {
-        Arc::new(Blosc2Source::new(table_schema))
+        Arc::new(Blosc2Source::new(table_schema).with_file_zone_maps(self.zone_maps.clone()))
     }
 }
 

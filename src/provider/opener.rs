@@ -12,7 +12,8 @@
 //! zones of equal width spread evenly.
 
 use super::dynamic::{DynamicPruning, Probe};
-use super::format::open_object;
+use super::format::{FileZoneMaps, open_object};
+use super::prune::{ZoneAccumulator, ZoneMaps};
 use super::to_df;
 use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
 use crate::arrow_reader::reader::{BatchReader, Selection};
@@ -44,6 +45,8 @@ pub struct Blosc2Opener {
     pub(crate) filters: Vec<Arc<dyn PhysicalExpr>>,
     /// Read each file's units last first.
     pub(crate) reverse_units: bool,
+    /// Zone maps by file; `None`: off.
+    pub(crate) zone_maps: Option<Arc<FileZoneMaps>>,
     pub(crate) batch_size: usize,
     pub(crate) limit: Option<usize>,
     /// Threads that decode the blocks of one big chunk.
@@ -99,6 +102,9 @@ struct FileScan {
     /// file: nulls).
     columns: Vec<Option<usize>>,
     schema: SchemaRef,
+    /// The file's zone maps, and the value columns recorded in them: positions in the
+    /// reader's batch and dataset column indices.
+    zone_maps: Option<(Arc<ZoneMaps>, Vec<usize>, Vec<usize>)>,
 }
 
 impl FileOpener for Blosc2Opener {
@@ -112,10 +118,11 @@ impl FileOpener for Blosc2Opener {
         let filters = with_partition_values(&self.filters, &self.table_schema, &file)?;
         let (batch_size, limit, block_threads) = (self.batch_size, self.limit, self.block_threads);
         let reverse = self.reverse_units;
+        let zone_maps = self.zone_maps.as_ref().map(|z| z.of(&file.object_meta));
         let metrics = OpenerMetrics::new(&self.metrics, self.partition);
         Ok(Box::pin(async move {
             let ds = Arc::new(open_object(&store, &file.object_meta).await?);
-            let scan = FileScan::new(&ds, schema, filters, block_threads).await?;
+            let scan = FileScan::new(&ds, schema, filters, block_threads, zone_maps).await?;
             let units = plan_zoned_units(&ds, &Selection::all(&shape(&ds)), batch_size as u64 * 8);
             let units = in_range(units, file.range.as_ref(), file.object_meta.size);
             metrics.units_total.add(units.len());
@@ -137,6 +144,7 @@ impl FileScan {
         schema: SchemaRef,
         filters: Vec<Arc<dyn PhysicalExpr>>,
         block_threads: usize,
+        zone_maps: Option<Arc<ZoneMaps>>,
     ) -> Result<Self> {
         let own = Arc::new(dataset_schema(ds));
         let mut read: Vec<usize> = Vec::new();
@@ -185,8 +193,29 @@ impl FileScan {
         let dynamic = filters
             .iter()
             .any(|f| DynamicFilterTracking::classify(f).contains_dynamic_filter());
-        let pruning = DynamicPruning::new(filters, Arc::clone(ds), own, None, Arc::default());
+        let pruning = DynamicPruning::new(
+            filters,
+            Arc::clone(ds),
+            own,
+            zone_maps.clone(),
+            Arc::default(),
+        );
         let probe = dynamic.then(|| Probe::new(ds, &reader, &pruning)).flatten();
+        // Values only: an array's coordinates have exact statistics already.
+        let first_value = match &**ds {
+            Dataset::Array(a) => a.geometry.ndim(),
+            Dataset::Table(_) => 0,
+        };
+        let (at, cols): (Vec<usize>, Vec<usize>) = reader
+            .projection()
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c >= first_value)
+            .map(|(p, &c)| (p, c))
+            .unzip();
+        let zone_maps = zone_maps
+            .filter(|_| !cols.is_empty())
+            .map(|z| (z, at, cols));
         Ok(FileScan {
             reader,
             probe,
@@ -194,6 +223,7 @@ impl FileScan {
             dynamic,
             columns,
             schema,
+            zone_maps,
         })
     }
 
@@ -206,7 +236,8 @@ impl FileScan {
         metrics: OpenerMetrics,
     ) -> futures::stream::BoxStream<'static, Result<RecordBatch>> {
         let scan = Arc::new(self);
-        futures::stream::unfold((units.into_iter(), 0usize), move |(mut units, produced)| {
+        let state = (units.into_iter(), 0usize, None);
+        futures::stream::unfold(state, move |(mut units, produced, mut acc)| {
             let scan = Arc::clone(&scan);
             let metrics = metrics.clone();
             async move {
@@ -214,25 +245,33 @@ impl FileScan {
                     return None;
                 }
                 let unit = units.next()?;
-                let batch = match scan.read(&unit, &metrics).await {
+                let batch = match scan.read(&unit, &metrics, &mut acc).await {
                     Ok(Some(b)) => b,
-                    Ok(None) => return Some((Vec::new(), (units, produced))),
-                    Err(e) => return Some((vec![Err(e)], (Vec::new().into_iter(), produced))),
+                    Ok(None) => return Some((Vec::new(), (units, produced, acc))),
+                    Err(e) => {
+                        return Some((vec![Err(e)], (Vec::new().into_iter(), produced, None)));
+                    }
                 };
                 let take = limit.map_or(batch.num_rows(), |l| (l - produced).min(batch.num_rows()));
                 let pieces = (0..take)
                     .step_by(batch_size)
                     .map(|o| Ok(batch.slice(o, batch_size.min(take - o))))
                     .collect();
-                Some((pieces, (units, produced + take)))
+                Some((pieces, (units, produced + take, acc)))
             }
         })
         .flat_map(futures::stream::iter)
         .boxed()
     }
 
-    /// One unit as the table's columns, or `None` when dynamic filters rule it out.
-    async fn read(&self, unit: &ZonedUnit, metrics: &OpenerMetrics) -> Result<Option<RecordBatch>> {
+    /// One unit as the table's columns, or `None` when dynamic filters rule it out; its
+    /// values go into the zone maps through `acc`.
+    async fn read(
+        &self,
+        unit: &ZonedUnit,
+        metrics: &OpenerMetrics,
+        acc: &mut Option<ZoneAccumulator>,
+    ) -> Result<Option<RecordBatch>> {
         if self.dynamic && !self.pruning.keeps(unit).await? {
             metrics.units_pruned_by_dynamic_filters.add(1);
             return Ok(None);
@@ -254,6 +293,10 @@ impl FileScan {
             metrics.units_pruned_by_dynamic_filters.add(1);
             return Ok(None);
         };
+        if let Some((maps, at, cols)) = &self.zone_maps {
+            let values: Vec<&ArrayRef> = at.iter().map(|&p| batch.column(p)).collect();
+            ZoneAccumulator::add(acc, maps, unit, cols, &values);
+        }
         let rows = batch.num_rows();
         let columns: Vec<ArrayRef> = self
             .columns

@@ -5,6 +5,7 @@
 //! Filters are taken for pruning and reported not pushed down: DataFusion still applies
 //! them to the rows, as with Parquet's row-group pruning.
 
+use super::format::FileZoneMaps;
 use super::opener::Blosc2Opener;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -34,6 +35,8 @@ pub struct Blosc2Source {
     filters: Vec<Arc<dyn PhysicalExpr>>,
     /// Read each file's units last first (a `dim_k DESC` order was pushed down).
     reverse_units: bool,
+    /// Zone maps by file, shared by the scans of one format; `None`: off.
+    zone_maps: Option<Arc<FileZoneMaps>>,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -56,8 +59,15 @@ impl Blosc2Source {
             batch_size: None,
             filters: Vec::new(),
             reverse_units: false,
+            zone_maps: None,
             metrics: ExecutionPlanMetricsSet::new(),
         }
+    }
+
+    /// This scan recording and pruning on the zone maps of `maps`.
+    pub(crate) fn with_file_zone_maps(mut self, maps: Option<Arc<FileZoneMaps>>) -> Self {
+        self.zone_maps = maps;
+        self
     }
 
     /// The filters the scan prunes on (over the table schema).
@@ -80,6 +90,7 @@ impl FileSource for Blosc2Source {
             file_indices: self.projection.file_indices.clone(),
             filters: self.filters.clone(),
             reverse_units: self.reverse_units,
+            zone_maps: self.zone_maps.clone(),
             batch_size: self.batch_size.unwrap_or(8192).max(1),
             limit: base_config.limit,
             block_threads: (threads / base_config.file_groups.len().max(1)).max(1),

@@ -272,6 +272,28 @@ async fn listing_tables_prune_units() {
     let pruned = metric(&ctx, sql, "units_pruned_by_stats").await;
     assert!(pruned > 0 && pruned < total, "{pruned} of {total} pruned");
 
+    // Zone maps: the first scan records each chunk's min/max of `value`, the next one
+    // through the same format prunes on them; a format without them prunes nothing.
+    let values: Vec<f64> = all.iter().map(|r| r[1].as_f64().unwrap()).collect();
+    let mut sorted_values = values.clone();
+    sorted_values.sort_by(f64::total_cmp);
+    let threshold = sorted_values[sorted_values.len() - 10];
+    let sql = format!("SELECT count(*) FROM t WHERE value >= {threshold:?}");
+    let want = values.iter().filter(|&&v| v >= threshold).count();
+    for zone_maps in [true, false] {
+        let ctx = session(2, false);
+        let options = ListingOptions::new(Arc::new(Blosc2Format::new().with_zone_maps(zone_maps)));
+        ctx.register_listing_table("t", fixture(rel).to_str().unwrap(), options, None, None)
+            .await
+            .unwrap();
+        assert_eq!(query(&ctx, &sql).await, vec![vec![Value::from(want)]]);
+        assert_eq!(
+            metric(&ctx, &sql, "units_pruned_by_stats").await > 0,
+            zone_maps
+        );
+        assert_eq!(query(&ctx, &sql).await, vec![vec![Value::from(want)]]);
+    }
+
     // One partition reads the chunk grid in order: after the first chunk the TopK's
     // threshold on dim_1 rules out every chunk to its right.
     let rel = "b2nd/geom-2d-tiles.b2nd";
