@@ -18,17 +18,23 @@ use crate::arrow_reader::reader::{BatchReader, ScanUnit};
 use crate::arrow_reader::zones::ZonedUnit;
 use crate::dataset::Dataset;
 use arrow::array::{Array, BooleanArray, RecordBatch, RecordBatchOptions};
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ScalarValue;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::logical_expr::interval_arithmetic::Interval;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::{collect_columns, conjunction};
+use datafusion::physical_expr::{
+    AnalysisContext, ExprBoundaries, PhysicalExpr, analyze, split_conjunction,
+};
 use datafusion::physical_expr_common::physical_expr::{
     snapshot_generation, snapshot_physical_expr,
 };
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 use std::fmt;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 /// The dynamic filters of one scan and what they are checked against.
@@ -42,6 +48,8 @@ pub struct DynamicPruning {
     summaries: Arc<SummaryCache>,
     /// The filters' state of one generation, rebuilt when a filter changes.
     current: Mutex<Option<Snapshot>>,
+    /// An array's coordinate box the filters allow, for one generation.
+    coordinates: Mutex<Option<(u64, Vec<Range<u64>>)>>,
 }
 
 /// The filters' state of one generation.
@@ -79,6 +87,7 @@ impl DynamicPruning {
             zone_maps,
             summaries,
             current: Mutex::new(None),
+            coordinates: Mutex::new(None),
         }
     }
 
@@ -105,18 +114,7 @@ impl DynamicPruning {
     /// # Errors
     /// Snapshotting a filter, reading a SUMMARY sidecar, or evaluating the predicate.
     pub async fn keeps(&self, unit: &ZonedUnit) -> Result<bool> {
-        let Some(predicate) = self.snapshot()?.predicate else {
-            return Ok(true);
-        };
-        let (kept, _) = prune_units(
-            &self.ds,
-            &self.stored,
-            vec![unit.clone()],
-            &predicate,
-            self.zone_maps.as_deref(),
-            &self.summaries,
-        )
-        .await?;
+        let (kept, _) = self.prune(vec![unit.clone()]).await?;
         Ok(!kept.is_empty())
     }
 
@@ -142,6 +140,35 @@ impl DynamicPruning {
             &self.summaries,
         )
         .await
+    }
+
+    /// `unit` cut to the coordinate box the filters' current state allows (an array's:
+    /// a join's key bounds on `dim_k`); `None` when nothing of it is left. A table's unit
+    /// is returned as it is.
+    ///
+    /// # Errors
+    /// Snapshotting a filter.
+    pub fn clip(&self, unit: &ZonedUnit) -> Result<Option<ZonedUnit>> {
+        let Dataset::Array(a) = &*self.ds else {
+            return Ok(Some(unit.clone()));
+        };
+        let generation = self.generation();
+        let mut cached = self.coordinates.lock().unwrap_or_else(|e| e.into_inner());
+        let bx = match cached.as_ref() {
+            Some((g, bx)) if *g == generation => bx,
+            _ => {
+                let bx = coordinate_box(&self.filters, &a.geometry.shape)?;
+                &cached.insert((generation, bx)).1
+            }
+        };
+        Ok(clip(vec![unit.clone()], bx).pop())
+    }
+
+    /// The filters' generation: changes whenever one of them does.
+    fn generation(&self) -> u64 {
+        self.filters
+            .iter()
+            .fold(0u64, |g, f| g.wrapping_add(snapshot_generation(f)))
     }
 
     /// The names of the columns the filters read.
@@ -182,10 +209,7 @@ impl DynamicPruning {
 
     /// The filters' current state.
     fn snapshot(&self) -> Result<Snapshot> {
-        let generation = self
-            .filters
-            .iter()
-            .fold(0u64, |g, f| g.wrapping_add(snapshot_generation(f)));
+        let generation = self.generation();
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = current.as_ref()
             && s.generation == generation
@@ -226,7 +250,10 @@ impl DynamicPruning {
 
 /// `expr` with each column's index taken from `schema` by name (names `schema` lacks
 /// are left as they are).
-fn remap_columns(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<Arc<dyn PhysicalExpr>> {
+pub(crate) fn remap_columns(
+    expr: Arc<dyn PhysicalExpr>,
+    schema: &Schema,
+) -> Result<Arc<dyn PhysicalExpr>> {
     expr.transform_up(|e| match e.downcast_ref::<Column>() {
         Some(c) => match schema.index_of(c.name()) {
             Ok(i) if i != c.index() => {
@@ -237,6 +264,91 @@ fn remap_columns(expr: Arc<dyn PhysicalExpr>, schema: &Schema) -> Result<Arc<dyn
         None => Ok(Transformed::no(e)),
     })
     .map(|t| t.data)
+}
+
+/// The box of coordinates that the filters' conjuncts on coordinates alone allow
+/// (`dim_0 BETWEEN 3000 AND 3818`, a join's key bounds as they stand when the file is
+/// opened: a dynamic filter only ever rules out rows nobody needs), within `shape`; an
+/// empty range where they allow none. Other conjuncts, and expressions DataFusion's
+/// interval analysis does not take, leave their dimensions whole.
+pub(crate) fn coordinate_box(
+    filters: &[Arc<dyn PhysicalExpr>],
+    shape: &[u64],
+) -> Result<Vec<Range<u64>>> {
+    let mut bx: Vec<Range<u64>> = shape.iter().map(|&n| 0..n).collect();
+    if shape.contains(&0) {
+        return Ok(bx);
+    }
+    let dims = Schema::new(
+        (0..shape.len())
+            .map(|d| Field::new(format!("dim_{d}"), DataType::Int64, false))
+            .collect::<Vec<_>>(),
+    );
+    let mut conjuncts = Vec::new();
+    for f in filters {
+        let f = snapshot_physical_expr(Arc::clone(f))?;
+        for c in split_conjunction(&f) {
+            let cols = collect_columns(c);
+            if !cols.is_empty() && cols.iter().all(|k| dims.index_of(k.name()).is_ok()) {
+                conjuncts.push(remap_columns(Arc::clone(c), &dims)?);
+            }
+        }
+    }
+    let whole = shape
+        .iter()
+        .enumerate()
+        .map(|(d, &n)| {
+            Ok(ExprBoundaries {
+                column: Column::new(&format!("dim_{d}"), d),
+                interval: Some(Interval::try_new(
+                    ScalarValue::Int64(Some(0)),
+                    ScalarValue::Int64(Some(n as i64 - 1)),
+                )?),
+                distinct_count: Precision::Absent,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // One conjunct at a time: one the analysis does not take leaves the others' bounds.
+    for c in conjuncts {
+        let Ok(narrowed) = analyze(&c, AnalysisContext::new(whole.clone()), &dims) else {
+            continue;
+        };
+        for (r, b) in bx.iter_mut().zip(&narrowed.boundaries) {
+            match &b.interval {
+                None => *r = 0..0,
+                Some(iv) => {
+                    if let ScalarValue::Int64(Some(lo)) = iv.lower() {
+                        r.start = r.start.max((*lo).max(0) as u64);
+                    }
+                    if let ScalarValue::Int64(Some(hi)) = iv.upper() {
+                        r.end = r.end.min((*hi).max(-1).saturating_add(1) as u64);
+                    }
+                }
+            }
+        }
+    }
+    Ok(bx)
+}
+
+/// `units` cut to the box `bx` (none for tables), without those left empty.
+pub(crate) fn clip(units: Vec<ZonedUnit>, bx: &[Range<u64>]) -> Vec<ZonedUnit> {
+    if bx.is_empty() {
+        return units;
+    }
+    units
+        .into_iter()
+        .filter_map(|mut u| {
+            if let ScanUnit::Box(b) = &mut u.unit {
+                for (r, k) in b.iter_mut().zip(bx) {
+                    (r.start, r.end) = (r.start.max(k.start), r.end.min(k.end));
+                    if r.start >= r.end {
+                        return None;
+                    }
+                }
+            }
+            Some(u)
+        })
+        .collect()
 }
 
 /// A table's scan read in two steps when its dynamic filters name some of the columns it

@@ -430,12 +430,20 @@ impl ExecutionPlan for Blosc2Exec {
                     if limit.is_some_and(|l| produced >= l) {
                         return None;
                     }
-                    let unit = it.next()?;
+                    let mut unit = it.next()?;
                     let mut st = ReadStats::default();
-                    // `None`: the dynamic filters rule the unit out, on its statistics or
-                    // on its filter columns read first (nothing else is decoded).
+                    // `None`: the dynamic filters rule the unit out, on its coordinate box
+                    // (which they may also cut), on its statistics, or on its filter
+                    // columns read first (nothing else is decoded).
                     let keeps = match &dynamic {
-                        Some(d) => d.keeps(&unit).await,
+                        Some(d) => match d.clip(&unit) {
+                            Ok(Some(u)) => {
+                                unit = u;
+                                d.keeps(&unit).await
+                            }
+                            Ok(None) => Ok(false),
+                            Err(e) => Err(e),
+                        },
                         None => Ok(true),
                     };
                     let res = match keeps {

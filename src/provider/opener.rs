@@ -11,7 +11,7 @@
 //! `z × size / n`. Every zone lands in exactly one of ranges that cover the file, and
 //! zones of equal width spread evenly.
 
-use super::dynamic::{DynamicPruning, Probe};
+use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box};
 use super::format::{FileZoneMaps, open_object};
 use super::prune::{ZoneAccumulator, ZoneMaps};
 use super::to_df;
@@ -122,12 +122,20 @@ impl FileOpener for Blosc2Opener {
         let metrics = OpenerMetrics::new(&self.metrics, self.partition);
         Ok(Box::pin(async move {
             let ds = Arc::new(open_object(&store, &file.object_meta).await?);
+            let bounds = match &*ds {
+                Dataset::Array(a) => coordinate_box(&filters, &a.geometry.shape)?,
+                Dataset::Table(_) => Vec::new(),
+            };
             let scan = FileScan::new(&ds, schema, filters, block_threads, zone_maps).await?;
             let units = plan_zoned_units(&ds, &Selection::all(&shape(&ds)), batch_size as u64 * 8);
             let units = in_range(units, file.range.as_ref(), file.object_meta.size);
             metrics.units_total.add(units.len());
-            let (mut units, report) = scan.pruning.prune(units).await?;
-            metrics.units_pruned_by_stats.add(report.units_pruned);
+            let (units, report) = scan.pruning.prune(units).await?;
+            let kept = units.len();
+            let mut units = clip(units, &bounds);
+            metrics
+                .units_pruned_by_stats
+                .add(report.units_pruned + kept - units.len());
             if reverse {
                 units.reverse();
             }
@@ -272,10 +280,20 @@ impl FileScan {
         metrics: &OpenerMetrics,
         acc: &mut Option<ZoneAccumulator>,
     ) -> Result<Option<RecordBatch>> {
-        if self.dynamic && !self.pruning.keeps(unit).await? {
-            metrics.units_pruned_by_dynamic_filters.add(1);
-            return Ok(None);
-        }
+        let clipped;
+        let unit = match self.dynamic {
+            false => unit,
+            true => match self.pruning.clip(unit)? {
+                Some(u) if self.pruning.keeps(&u).await? => {
+                    clipped = u;
+                    &clipped
+                }
+                _ => {
+                    metrics.units_pruned_by_dynamic_filters.add(1);
+                    return Ok(None);
+                }
+            },
+        };
         let mut st = ReadStats::default();
         let timer = metrics.read_decode_time.timer();
         let read = match &self.probe {

@@ -228,7 +228,8 @@ async fn listing_tables_take_hive_partitions() {
     );
 }
 
-/// The value of the metric `name` in `EXPLAIN ANALYZE <sql>` (summed over partitions).
+/// The value of the metric `name` of the Blosc2 scan in `EXPLAIN ANALYZE <sql>` (summed
+/// over partitions).
 async fn metric(ctx: &SessionContext, sql: &str, name: &str) -> usize {
     let plan = query(ctx, &format!("EXPLAIN ANALYZE {sql}")).await;
     let text: String = plan
@@ -238,7 +239,7 @@ async fn metric(ctx: &SessionContext, sql: &str, name: &str) -> usize {
         .join("\n");
     let scan = text
         .lines()
-        .find(|l| l.contains("DataSourceExec"))
+        .find(|l| l.contains("file_type=blosc2"))
         .unwrap_or_else(|| panic!("no scan in\n{text}"));
     let key = format!("{name}=");
     let at = scan
@@ -271,6 +272,39 @@ async fn listing_tables_prune_units() {
     let total = metric(&ctx, sql, "units_total").await;
     let pruned = metric(&ctx, sql, "units_pruned_by_stats").await;
     assert!(pruned > 0 && pruned < total, "{pruned} of {total} pruned");
+
+    // Coordinate ranges cut the units' boxes: the scan reads exactly the rectangle, and
+    // a join reads exactly the coordinates its build side holds.
+    let rel2 = "b2nd/geom-2d-tiles.b2nd";
+    let (_, batches) = read_all(open(rel2).await, 1 << 20).await.unwrap();
+    let tiles = texts(&batches);
+    let coord = |r: &Vec<String>, d: usize| r[d].parse::<i64>().unwrap();
+    let ctx = session(2, false);
+    register(&ctx, fixture(rel2).to_str().unwrap(), ".b2nd", vec![]).await;
+    let sql = "SELECT * FROM t WHERE dim_0 BETWEEN 5 AND 20 AND dim_1 > 6 AND dim_1 < 31";
+    let mut want: Vec<Vec<String>> = tiles
+        .iter()
+        .filter(|r| (5..=20).contains(&coord(r, 0)) && (7..31).contains(&coord(r, 1)))
+        .cloned()
+        .collect();
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let mut got = texts(&batches);
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{sql}");
+    assert_eq!(metric(&ctx, sql, "output_rows").await, 16 * 24, "{sql}");
+    let sql = "SELECT t.* FROM t JOIN (VALUES (3), (4)) k(c) ON t.dim_1 = k.c";
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let mut got = texts(&batches);
+    let mut want: Vec<Vec<String>> = tiles
+        .iter()
+        .filter(|r| (3..=4).contains(&coord(r, 1)))
+        .cloned()
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{sql}");
+    assert_eq!(metric(&ctx, sql, "output_rows").await, 37 * 2, "{sql}");
 
     // Zone maps: the first scan records each chunk's min/max of `value`, the next one
     // through the same format prunes on them; a format without them prunes nothing.
