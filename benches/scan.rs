@@ -213,11 +213,13 @@ const QUERIES: &[Query] = &[
 ];
 
 /// Queries over the single-file arrays for the listing-table table (with the `QUERIES`
-/// over them): TopKs on a coordinate, which a listing scan reads last first.
+/// over them): TopKs on a coordinate, which a listing scan reads last first; a value
+/// filter; a join on an inner coordinate, whose key bounds cut the units' boxes.
 const LISTING_EXTRA: &[&str] = &[
     "SELECT * FROM walk_{c} ORDER BY dim_0 DESC LIMIT 10",
     "SELECT * FROM grid_{c} ORDER BY dim_0 DESC LIMIT 10",
     "SELECT count(*) FROM grid_{c} WHERE value > 0.5",
+    "SELECT count(*), avg(value) FROM tiles_{c} t JOIN (VALUES (3), (4000)) k(c) ON t.dim_1 = k.c",
 ];
 
 /// The same files as DataFusion `ListingTable`s through `Blosc2Format`, timed against the
