@@ -138,9 +138,7 @@ async fn numeric_arrays_match_head_and_sum() {
 
 #[tokio::test]
 async fn tables_match_every_value() {
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
-            .unwrap();
+    let v: Value = crate::util::expected_json("tables.json");
     for (rel, t) in v.as_object().unwrap() {
         check_table_values(rel, open(rel).await, t).await;
     }
@@ -197,9 +195,7 @@ async fn computed_columns_match_python_blosc2() {
     use datafusion::prelude::{SessionConfig, SessionContext};
     use datafusion_blosc2::provider::computed::OMITTED_KEY;
     use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
-            .unwrap();
+    let v: Value = crate::util::expected_json("tables.json");
     let mut checked = 0;
     for (rel, t) in v.as_object().unwrap() {
         let Some(computed) = t.get("computed").and_then(Value::as_object) else {
@@ -270,10 +266,7 @@ async fn computed_columns_match_python_blosc2() {
 async fn partitioned_directories_match_every_row() {
     use datafusion::prelude::SessionContext;
     use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
-    let v: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("expected/partitioned.json")).unwrap(),
-    )
-    .unwrap();
+    let v: Value = crate::util::expected_json("partitioned.json");
     let mut checked = 0;
     for (rel, t) in v.as_object().unwrap() {
         let order = strings(&t["order"]);

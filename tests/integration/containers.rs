@@ -8,9 +8,7 @@ use datafusion_blosc2::io::Location;
 use serde_json::Value;
 
 pub fn arrays() -> serde_json::Map<String, Value> {
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("expected/arrays.json")).unwrap())
-            .unwrap();
+    let v: Value = crate::util::expected_json("arrays.json");
     v.as_object().unwrap().clone()
 }
 

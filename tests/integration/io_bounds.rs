@@ -215,9 +215,7 @@ async fn ctable_opens_only_the_columns_a_query_names() {
     assert_eq!(rows(&b), 1);
     assert_eq!(column_files_read(&store), none, "count(*) reads no column");
 
-    let want: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
-            .unwrap();
+    let want: Value = crate::util::expected_json("tables.json");
     let want = &want["ctable/events.b2d"]["columns"];
 
     // A nullable column: its values and its mask sidecar, nothing else.
@@ -279,10 +277,7 @@ async fn partitioned_directory_through_a_store() {
             .any(|p| p.ends_with("year=2023/station=south%20east")),
         "listed {listed:?}"
     );
-    let want: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("expected/partitioned.json")).unwrap(),
-    )
-    .unwrap();
+    let want: Value = crate::util::expected_json("partitioned.json");
     let rows = want["partitioned/temps"]["rows"].as_array().unwrap();
     for (year, station) in [("2023", "north"), ("2023", "south east"), ("2024", "north")] {
         let of_member: Vec<f64> = rows

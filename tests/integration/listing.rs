@@ -144,9 +144,7 @@ async fn listing_tables_read_every_array_row() {
 /// against the writer's, and the same rows over byte ranges.
 #[tokio::test]
 async fn listing_tables_read_every_table_value() {
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
-            .unwrap();
+    let v: Value = crate::util::expected_json("tables.json");
     let mut checked = 0;
     for (rel, t) in v.as_object().unwrap() {
         let path = fixture(rel);
@@ -179,10 +177,7 @@ async fn listing_tables_read_every_table_value() {
 /// with a file column; pruning on a partition column alone.
 #[tokio::test]
 async fn listing_tables_take_hive_partitions() {
-    let v: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixture("expected/partitioned.json")).unwrap(),
-    )
-    .unwrap();
+    let v: Value = crate::util::expected_json("partitioned.json");
     let t = &v["partitioned/temps"];
     let sparse = "year=2024/station=north/part-0.b2nd";
     // (dim_0, value, year, station) of the file members.
@@ -223,7 +218,11 @@ async fn listing_tables_take_hive_partitions() {
 
     // No file column read: batches of row counts alone.
     let n2023 = want.iter().filter(|r| r[2] == 2023).count();
-    let got = query(&ctx, "SELECT count(*) FROM t WHERE year = 2023 AND random() >= 0").await;
+    let got = query(
+        &ctx,
+        "SELECT count(*) FROM t WHERE year = 2023 AND random() >= 0",
+    )
+    .await;
     assert_eq!(got, vec![vec![Value::from(n2023)]]);
 
     let plan = explain(&ctx, "SELECT value FROM t WHERE station = 'south east'").await;
@@ -397,9 +396,7 @@ async fn listing_tables_count_from_statistics() {
     // A CTable with no deleted row: exact extrema from its SUMMARY sidecars, against the
     // writer's values (`k` holds nulls, so its extrema need a scan).
     let rel = "ctable/events-whole.b2z";
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("expected/tables.json")).unwrap())
-            .unwrap();
+    let v: Value = crate::util::expected_json("tables.json");
     let t: Vec<i64> = v[rel]["columns"]["t"]
         .as_array()
         .unwrap()

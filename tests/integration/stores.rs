@@ -12,9 +12,7 @@ use std::sync::Arc;
 
 #[tokio::test]
 async fn store_leaves_match_the_writer() {
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("expected/stores.json")).unwrap())
-            .unwrap();
+    let v: Value = crate::util::expected_json("stores.json");
     assert!(v.as_object().unwrap().len() >= 4);
     for (rel, store) in v.as_object().unwrap() {
         let loc = Location::local(fixture(rel)).unwrap();

@@ -93,6 +93,13 @@ pub fn sha256_hex(data: &[u8]) -> String {
     h.iter().map(|x| format!("{x:08x}")).collect()
 }
 
+/// The writers' expected values `tests/fixtures/expected/<name>` (a JSON file).
+pub fn expected_json(name: &str) -> serde_json::Value {
+    let path = fixture(&format!("expected/{name}"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+}
+
 /// The plan text of `EXPLAIN <sql>` in `ctx`: the plan column's rows, one per line.
 pub async fn explain(ctx: &datafusion::prelude::SessionContext, sql: &str) -> String {
     use datafusion::arrow::array::{Array, AsArray};
