@@ -2,13 +2,15 @@
 //!
 //! Opening a file plans its zone-aligned scan units (one chunk each for arrays, row
 //! ranges for tables), keeps those of the file's byte range, drops those the scan's
-//! filters rule out on their statistics, and reads the rest in order, checking dynamic
-//! filters again before each unit.
+//! filters rule out on their statistics (zone maps included), cuts an array's units to
+//! the coordinate box the filters allow, and reads the rest in order (last first when a
+//! `dim_k DESC` order was pushed down), checking and cutting again with dynamic filters
+//! before each unit. Each zone read whole goes into the file's zone maps.
 //!
 //! **Byte ranges.** DataFusion splits big files into byte ranges to scan them on several
 //! partitions. A Blosc2 file has no record boundaries in its bytes, so units are dealt
 //! out by position instead: zone `z` of `n` belongs to the range holding byte
-//! `z × size / n`. Every zone lands in exactly one of ranges that cover the file, and
+//! `z × size / n`. Every zone lands in exactly one of the ranges that cover the file, and
 //! zones of equal width spread evenly.
 
 use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box};
