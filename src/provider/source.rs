@@ -1,6 +1,6 @@
 //! [`Blosc2Source`]: the [`FileSource`] of [`super::format::Blosc2Format`], which
 //! DataFusion's `DataSourceExec` drives: it holds the scan's projection and the filters
-//! pushed into it (static and dynamic), and makes a [`Blosc2Opener`] per partition.
+//! pushed into it (static and dynamic), and makes an opener (`opener.rs`) per partition.
 //!
 //! Filters are taken for pruning and reported not pushed down: DataFusion still applies
 //! them to the rows, as with Parquet's row-group pruning.
