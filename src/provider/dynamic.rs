@@ -164,6 +164,18 @@ impl DynamicPruning {
         Ok(clip(vec![unit.clone()], bx).pop())
     }
 
+    /// `unit` cut by [`Self::clip`], or `None` when the filters' current state rules it
+    /// out: nothing of its box is left, or [`Self::keeps`] says no row of it passes.
+    ///
+    /// # Errors
+    /// As [`Self::clip`] and [`Self::keeps`].
+    pub async fn admit(&self, unit: &ZonedUnit) -> Result<Option<ZonedUnit>> {
+        match self.clip(unit)? {
+            Some(u) if self.keeps(&u).await? => Ok(Some(u)),
+            _ => Ok(None),
+        }
+    }
+
     /// The filters' generation: changes whenever one of them does.
     fn generation(&self) -> u64 {
         self.filters

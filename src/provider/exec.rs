@@ -436,14 +436,13 @@ impl ExecutionPlan for Blosc2Exec {
                     // (which they may also cut), on its statistics, or on its filter
                     // columns read first (nothing else is decoded).
                     let keeps = match &dynamic {
-                        Some(d) => match d.clip(&unit) {
-                            Ok(Some(u)) => {
+                        Some(d) => d.admit(&unit).await.map(|admitted| match admitted {
+                            Some(u) => {
                                 unit = u;
-                                d.keeps(&unit).await
+                                true
                             }
-                            Ok(None) => Ok(false),
-                            Err(e) => Err(e),
-                        },
+                            None => false,
+                        }),
                         None => Ok(true),
                     };
                     let res = match keeps {

@@ -285,12 +285,12 @@ impl FileScan {
         let clipped;
         let unit = match self.dynamic {
             false => unit,
-            true => match self.pruning.clip(unit)? {
-                Some(u) if self.pruning.keeps(&u).await? => {
+            true => match self.pruning.admit(unit).await? {
+                Some(u) => {
                     clipped = u;
                     &clipped
                 }
-                _ => {
+                None => {
                     metrics.units_pruned_by_dynamic_filters.add(1);
                     return Ok(None);
                 }
