@@ -27,7 +27,7 @@ use datafusion::logical_expr::interval_arithmetic::Interval;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::{collect_columns, conjunction};
 use datafusion::physical_expr::{
-    AnalysisContext, ExprBoundaries, PhysicalExpr, analyze, split_conjunction,
+    AnalysisContext, ExprBoundaries, PhysicalExpr, PhysicalSortExpr, analyze, split_conjunction,
 };
 use datafusion::physical_expr_common::physical_expr::{
     snapshot_generation, snapshot_physical_expr,
@@ -340,6 +340,18 @@ pub(crate) fn coordinate_box(
         }
     }
     Ok(bx)
+}
+
+/// The coordinate column an order's first key sorts descending (`ORDER BY dim_k DESC`),
+/// for which a scan reads its units last first: they follow the chunk grid in C order,
+/// coordinates rising, so a TopK meets its largest coordinates first and its threshold
+/// rules out the rest.
+pub(crate) fn descending_coordinate(order: &[PhysicalSortExpr]) -> Option<&Column> {
+    let first = order.first().filter(|s| s.options.descending)?;
+    first
+        .expr
+        .downcast_ref::<Column>()
+        .filter(|c| c.name().starts_with("dim_"))
 }
 
 /// `units` cut to the box `bx` (none for tables), without those left empty.

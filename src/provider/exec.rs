@@ -3,7 +3,7 @@
 //! units from its siblings (`work.rs`); LIMIT stops it early and dropping the stream stops
 //! all work. Metrics show what was read and skipped.
 
-use super::dynamic::{DynamicPruning, Probe};
+use super::dynamic::{DynamicPruning, Probe, descending_coordinate};
 use super::prune::{PruneReport, SummaryCache, ZoneAccumulator, ZoneMaps};
 use super::work::{ExecutionUnits, UnitSource};
 use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
@@ -19,7 +19,6 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::DynamicFilterTracking;
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -533,16 +532,10 @@ impl ExecutionPlan for Blosc2Exec {
         &self,
         order: &[PhysicalSortExpr],
     ) -> Result<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
-        // An array's units follow the chunk grid in C order, coordinates rising: read
-        // last first, a `dim_k DESC` TopK meets its largest coordinates first and its
-        // threshold rules out the rest. The rows stay unsorted: the sort stays.
-        let descending_coordinate = order.first().is_some_and(|s| {
-            s.options.descending
-                && s.expr.downcast_ref::<Column>().is_some_and(|c| {
-                    c.name().starts_with("dim_")
-                        && self.reader.schema().index_of(c.name()).ok() == Some(c.index())
-                })
-        });
+        // An array's units read last first for `dim_k DESC`; the rows stay unsorted, so
+        // the sort stays.
+        let descending_coordinate = descending_coordinate(order)
+            .is_some_and(|c| self.reader.schema().index_of(c.name()).ok() == Some(c.index()));
         if self.reversed || !descending_coordinate || !matches!(&*self.ds, Dataset::Array(_)) {
             return Ok(SortOrderPushdownResult::Unsupported);
         }

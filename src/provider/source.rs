@@ -5,6 +5,7 @@
 //! Filters are taken for pruning and reported not pushed down: DataFusion still applies
 //! them to the rows, as with Parquet's row-group pruning.
 
+use super::dynamic::descending_coordinate;
 use super::format::FileZoneMaps;
 use super::opener::Blosc2Opener;
 use datafusion::common::config::ConfigOptions;
@@ -13,7 +14,6 @@ use datafusion::datasource::physical_plan::{FileOpener, FileScanConfig, FileSour
 use datafusion::datasource::projection::{ProjectionOpener, SplitProjection};
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::Result;
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::projection::ProjectionExprs;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::filter_pushdown::{FilterPushdownPropagation, PushedDown};
@@ -157,9 +157,9 @@ impl FileSource for Blosc2Source {
         order: &[PhysicalSortExpr],
         eq_properties: &EquivalenceProperties,
     ) -> Result<SortOrderPushdownResult<Arc<dyn FileSource>>> {
-        let Some(first) = order.first() else {
+        if order.is_empty() {
             return Ok(SortOrderPushdownResult::Unsupported);
-        };
+        }
         if eq_properties.ordering_satisfy(order.iter().cloned())? {
             return Ok(SortOrderPushdownResult::Exact {
                 inner: Arc::new(self.clone()),
@@ -172,14 +172,7 @@ impl FileSource for Blosc2Source {
                 return Ok(SortOrderPushdownResult::Unsupported);
             }
         }
-        // Units follow the chunk grid in C order, coordinates rising: read last first, a
-        // `dim_k DESC` TopK meets its largest coordinates first and its threshold rules
-        // out the rest.
-        let coordinate = first
-            .expr
-            .downcast_ref::<Column>()
-            .is_some_and(|c| c.name().starts_with("dim_"));
-        if coordinate && first.options.descending {
+        if descending_coordinate(order).is_some() {
             return Ok(SortOrderPushdownResult::Inexact {
                 inner: Arc::new(Blosc2Source {
                     reverse_units: true,
