@@ -21,7 +21,7 @@ use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
 use datafusion::common::{GetExt, Statistics};
 use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
-use datafusion::datasource::file_format::{FileFormat, FileFormatFactory};
+use datafusion::datasource::file_format::{FileFormat, FileFormatFactory, FileMeta};
 use datafusion::datasource::physical_plan::{FileScanConfig, FileSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
@@ -223,6 +223,20 @@ impl FileFormat for Blosc2Format {
         Ok(file_ordering(&ds, &table_schema))
     }
 
+    async fn infer_stats_and_ordering(
+        &self,
+        _state: &dyn Session,
+        store: &Arc<dyn ObjectStore>,
+        table_schema: SchemaRef,
+        object: &ObjectMeta,
+    ) -> Result<FileMeta> {
+        // One open for both (a listing table asks for both of every file).
+        let ds = open_object(store, object).await?;
+        let ordering = file_ordering(&ds, &table_schema);
+        let statistics = file_statistics(ds, &table_schema).await?;
+        Ok(FileMeta::new(statistics).with_ordering(ordering))
+    }
+
     async fn create_physical_plan(
         &self,
         _state: &dyn Session,
@@ -258,7 +272,7 @@ async fn file_statistics(ds: Dataset, table_schema: &Schema) -> Result<Statistic
             }
         };
         if let Dataset::Table(t) = &**table.dataset() {
-            t.open_column(c.0).await.map_err(to_df)?;
+            // Opens the column only where its sidecar can give exact extrema.
             if let Some((lo, hi)) = exact_extrema(t, &own, c.0, &summaries)
                 .await
                 .map_err(to_df)?
