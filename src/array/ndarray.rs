@@ -376,6 +376,12 @@ impl NdArray {
         self.dtype.itemsize()
     }
 
+    /// True when a whole chunk holds at least [`PARALLEL_MIN_BYTES`]: worth decoding its
+    /// blocks on several threads.
+    pub fn chunks_worth_threads(&self) -> bool {
+        self.geometry.chunk_items() * self.itemsize() as u64 >= PARALLEL_MIN_BYTES as u64
+    }
+
     /// User attributes as JSON.
     pub fn attributes_json(&self) -> serde_json::Value {
         match &self.source {

@@ -237,6 +237,21 @@ impl BatchReader {
         &self.projection
     }
 
+    /// The produced columns that hold values (not an array's coordinates): their
+    /// positions in the output and their full-schema indices.
+    pub fn value_columns(&self) -> Vec<(usize, usize)> {
+        let first_value = match &*self.ds {
+            Dataset::Array(a) => a.geometry.ndim(),
+            Dataset::Table(_) => 0,
+        };
+        self.projection
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(_, full)| full >= first_value)
+            .collect()
+    }
+
     /// The full schema (every column of the dataset; projections index into it).
     pub fn full_schema(&self) -> SchemaRef {
         Arc::clone(&self.full)

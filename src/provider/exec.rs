@@ -6,7 +6,7 @@
 use super::dynamic::{DynamicPruning, Probe, descending_coordinate};
 use super::prune::{PruneReport, SummaryCache, ZoneAccumulator, ZoneMaps};
 use super::work::{ExecutionUnits, UnitSource};
-use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
+use crate::array::ndarray::ReadStats;
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
@@ -138,8 +138,7 @@ impl Blosc2Exec {
         };
         let partitions = balance(&ds, projection.as_deref(), units, n);
         // Fewer units than cores: the idle cores decode blocks of each big chunk instead.
-        let big_chunks = matches!(&*ds, Dataset::Array(a)
-            if a.geometry.chunk_items() * a.itemsize() as u64 >= PARALLEL_MIN_BYTES as u64);
+        let big_chunks = matches!(&*ds, Dataset::Array(a) if a.chunks_worth_threads());
         let reader = if big_chunks && partitions.len() < target_partitions {
             reader.with_block_threads(target_partitions / partitions.len().max(1))
         } else {
@@ -385,20 +384,8 @@ impl ExecutionPlan for Blosc2Exec {
         }
         let batch_size = self.batch_size;
         let limit = self.limit;
-        // Full-schema indices of the produced columns that hold values (not dims).
-        let first_value = match &*self.ds {
-            Dataset::Array(a) => a.geometry.ndim(),
-            Dataset::Table(_) => 0,
-        };
-        let record: Vec<(usize, usize)> = match &self.projection {
-            Some(p) => p.iter().copied().enumerate().collect::<Vec<_>>(),
-            None => (0..self.reader.schema().fields().len())
-                .map(|i| (i, i))
-                .collect(),
-        }
-        .into_iter()
-        .filter(|&(_, full)| full >= first_value)
-        .collect();
+        // The produced columns that hold values (not dims): output position, full index.
+        let record = self.reader.value_columns();
         let zone_maps = self.zone_maps.clone().filter(|_| !record.is_empty());
         let record_cols: Arc<Vec<usize>> = Arc::new(record.iter().map(|&(_, f)| f).collect());
         let record = Arc::new(record);

@@ -17,7 +17,7 @@ use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box};
 use super::format::{FileZoneMaps, open_object};
 use super::prune::{ZoneAccumulator, ZoneMaps};
 use super::to_df;
-use crate::array::ndarray::{PARALLEL_MIN_BYTES, ReadStats};
+use crate::array::ndarray::ReadStats;
 use crate::arrow_reader::reader::{BatchReader, Selection};
 use crate::arrow_reader::schema::dataset_schema;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units};
@@ -196,8 +196,7 @@ impl FileScan {
             open.dedup();
             t.open_columns(open).await.map_err(to_df)?;
         }
-        let big_chunks = matches!(&**ds, Dataset::Array(a)
-            if a.geometry.chunk_items() * a.itemsize() as u64 >= PARALLEL_MIN_BYTES as u64);
+        let big_chunks = matches!(&**ds, Dataset::Array(a) if a.chunks_worth_threads());
         let reader = BatchReader::with_schema(Arc::clone(ds), Arc::clone(&own), Some(read))
             .with_block_threads(if big_chunks { block_threads } else { 1 });
         let dynamic = filters
@@ -212,17 +211,7 @@ impl FileScan {
         );
         let probe = dynamic.then(|| Probe::new(ds, &reader, &pruning)).flatten();
         // Values only: an array's coordinates have exact statistics already.
-        let first_value = match &**ds {
-            Dataset::Array(a) => a.geometry.ndim(),
-            Dataset::Table(_) => 0,
-        };
-        let (at, cols): (Vec<usize>, Vec<usize>) = reader
-            .projection()
-            .iter()
-            .enumerate()
-            .filter(|&(_, &c)| c >= first_value)
-            .map(|(p, &c)| (p, c))
-            .unzip();
+        let (at, cols): (Vec<usize>, Vec<usize>) = reader.value_columns().into_iter().unzip();
         let zone_maps = zone_maps
             .filter(|_| !cols.is_empty())
             .map(|z| (z, at, cols));
