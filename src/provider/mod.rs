@@ -6,6 +6,7 @@ pub mod computed;
 pub mod dynamic;
 pub mod exec;
 pub mod format;
+pub mod members;
 pub mod multi;
 mod opener;
 pub mod partition;
@@ -19,10 +20,11 @@ mod work;
 pub use aggregate::{Blosc2AggregateExec, Blosc2AggregatePushdown};
 pub use exec::Blosc2Exec;
 pub use format::{Blosc2Format, Blosc2FormatFactory};
+pub use members::member_locations;
 pub use multi::{Blosc2MultiTable, FILENAME_COLUMN};
 pub use session::{
-    Blosc2Options, Blosc2SessionExt, Blosc2TableFactory, Blosc2UrlTableFactory, member_locations,
-    open_provider, resolve_location,
+    Blosc2Options, Blosc2SessionExt, Blosc2TableFactory, Blosc2UrlTableFactory, open_provider,
+    resolve_location,
 };
 pub use source::Blosc2Source;
 pub use table::Blosc2Table;

@@ -7,7 +7,8 @@
 
 use super::aggregate::{Blosc2AggregatePushdown, RULE_NAME};
 use super::format::Blosc2FormatFactory;
-use super::multi::{Blosc2MultiTable, MEMBER_EXTENSIONS, glob_match};
+use super::members::{MemberList, is_glob, is_member_name, list_members};
+use super::multi::Blosc2MultiTable;
 use super::partition::{infer_keys, inferred_type};
 use super::table::Blosc2Table;
 use super::to_df;
@@ -181,132 +182,8 @@ fn configured(ds: Dataset, opts: &Blosc2Options) -> Blosc2Table {
         .with_zone_maps(opts.zone_maps)
 }
 
-/// Names of the files and directories in `dir` that `keep` accepts, sorted.
-async fn entries(dir: &Location, keep: impl Fn(&str) -> bool) -> Result<Vec<String>> {
-    let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
-    let mut names: Vec<String> = files.into_iter().chain(dirs).filter(|n| keep(n)).collect();
-    names.sort();
-    Ok(names)
-}
-
-/// True for a name with a Blosc2 container extension (`.b2nd`, `.b2frame`, `.b2f`,
-/// `.b2z`, `.b2d`): the entries of a directory that a directory table reads.
-fn is_member_name(name: &str) -> bool {
-    MEMBER_EXTENSIONS.iter().any(|x| name.ends_with(x))
-}
-
 /// How many members of a multi-file table are opened at once.
 const OPEN_CONCURRENCY: usize = 16;
-
-/// How deep hive partition directories may nest below a table's root.
-const MAX_PARTITION_DEPTH: usize = 32;
-
-/// The containers a glob or directory location holds: the directory they are below and
-/// their paths below it, sorted.
-struct MemberList {
-    root: String,
-    /// Where `root` is: members are its children (their names as listed, not as URL
-    /// text: `station=a%20b` is that directory, not `station=a b`).
-    root_location: Location,
-    rels: Vec<String>,
-}
-
-impl MemberList {
-    /// The members' locations.
-    fn locations(&self) -> Vec<Location> {
-        self.rels
-            .iter()
-            .map(|r| self.root_location.child(r))
-            .collect()
-    }
-}
-
-/// See [`member_locations`].
-async fn list_members(runtime: &RuntimeEnv, location: &str) -> Result<MemberList> {
-    let trimmed = match location.trim_end_matches('/') {
-        "" => location,
-        t => t,
-    };
-    let (parent, last) = trimmed.rsplit_once('/').unwrap_or((".", trimmed));
-    if last.contains(['*', '?']) {
-        let dir = resolve_location(runtime, parent)?;
-        let rels = entries(&dir, |n| glob_match(last, n)).await?;
-        return Ok(MemberList {
-            root: parent.to_string(),
-            root_location: dir,
-            rels,
-        });
-    }
-    // The directory's containers, and those of its `key=value` directories, at any depth:
-    // one level at a time, its directories listed a few at a time (on a remote store
-    // each listing is a round trip).
-    let root = resolve_location(runtime, trimmed)?;
-    let (mut rels, mut level, mut depth) = (Vec::new(), vec![String::new()], 0);
-    while !level.is_empty() {
-        if depth > MAX_PARTITION_DEPTH {
-            return Err(DataFusionError::Plan(format!(
-                "{trimmed}/{}: partition directories nest deeper than {MAX_PARTITION_DEPTH}",
-                level[0]
-            )));
-        }
-        let listings: Vec<_> = level
-            .into_iter()
-            .map(|sub| {
-                let dir = match sub.is_empty() {
-                    true => root.clone(),
-                    false => root.child(&sub),
-                };
-                async move {
-                    let (files, dirs) = dir.list_dir().await.map_err(to_df)?;
-                    Ok::<_, DataFusionError>((sub, files, dirs))
-                }
-            })
-            .collect();
-        let listed: Vec<_> = futures::stream::iter(listings)
-            .buffered(OPEN_CONCURRENCY)
-            .try_collect()
-            .await?;
-        level = Vec::new();
-        for (sub, files, dirs) in listed {
-            let rel = |n: &str| match sub.as_str() {
-                "" => n.to_string(),
-                s => format!("{s}/{n}"),
-            };
-            rels.extend(
-                files
-                    .iter()
-                    .chain(&dirs)
-                    .filter(|n| is_member_name(n))
-                    .map(|n| rel(n)),
-            );
-            level.extend(
-                dirs.iter()
-                    .filter(|d| !is_member_name(d) && d.contains('='))
-                    .map(|d| rel(d)),
-            );
-        }
-        depth += 1;
-    }
-    rels.sort();
-    Ok(MemberList {
-        root: trimmed.to_string(),
-        root_location: root,
-        rels,
-    })
-}
-
-/// The containers `location` names when it is a glob (`dir/temps_*.b2nd`; `*` and `?` in
-/// the last path component: the matching entries of `dir`) or a directory (its entries
-/// with a Blosc2 extension, and those of its hive partition directories `key=value/`, at
-/// any depth): their paths, sorted; empty when nothing matches. Whether a directory is
-/// itself a container (a sparse frame, a bcolz root, a `.b2d` store) is for the caller to
-/// find out first.
-///
-/// # Errors
-/// A location that cannot be resolved or listed.
-pub async fn member_locations(runtime: &RuntimeEnv, location: &str) -> Result<Vec<Location>> {
-    Ok(list_members(runtime, location).await?.locations())
-}
 
 /// One table over the containers of `list` (at least one), which must share a schema;
 /// partitioned by `opts.partition_cols`, or by the keys their paths share when that is
@@ -348,7 +225,8 @@ async fn open_members(list: MemberList, opts: &Blosc2Options) -> Result<Arc<dyn 
 }
 
 /// Opens `location` as a table provider: one container, or several with one schema when
-/// `location` is a glob (`dir/temps_*.b2nd`; `*` and `?` in the last path component) or
+/// `location` is a glob (`dir/temps_*.b2nd`, `dir/year=*/*.b2nd`, `dir/**/*.b2nd`; see
+/// [`member_locations`](super::members::member_locations)) or
 /// a directory that is not itself a container (its `.b2nd`, `.b2frame`, `.b2f`, `.b2z`
 /// and `.b2d` entries).
 ///
@@ -362,8 +240,7 @@ pub async fn open_provider(
     if split_key(location).1.is_some() {
         return Ok(Arc::new(open_table(runtime, location, opts).await?));
     }
-    let last = location.rsplit('/').next().unwrap_or(location);
-    if !last.contains(['*', '?']) {
+    if !is_glob(location) {
         let loc = resolve_location(runtime, location)?;
         match Dataset::open(&loc, &opts.open_options()?).await {
             Ok(_) if opts.partition_cols.as_ref().is_some_and(|c| !c.is_empty()) => {
@@ -517,10 +394,11 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
                 .await
                 .map(|t| Some(Arc::new(t) as Arc<dyn TableProvider>));
         }
-        let last = url.rsplit('/').next().unwrap_or(url);
-        if last.contains(['*', '?']) {
-            // Globs of Blosc2 files only; other globs are left to other factories.
-            if !is_member_name(last) {
+        if is_glob(url) {
+            // Globs of Blosc2 files (or every container below, `dir/**`) only; other
+            // globs are left to other factories.
+            let last = url.rsplit('/').next().unwrap_or(url);
+            if !is_member_name(last) && last != "**" {
                 return self.fallback.try_new(url).await;
             }
             return open_provider(&self.runtime, url, &Blosc2Options::default())
