@@ -267,6 +267,7 @@ async fn ctable_opens_only_the_columns_a_query_names() {
 async fn partitioned_directory_through_a_store() {
     use datafusion::arrow::array::{Float64Array, Int64Array};
     use datafusion::prelude::SessionContext;
+    use datafusion_blosc2::provider::Blosc2SessionExt;
 
     let ctx = SessionContext::new();
     let store = register_counted(&ctx, "t", "partitioned/temps/").await;
@@ -316,6 +317,40 @@ async fn partitioned_directory_through_a_store() {
             sum.value(0)
         );
     }
+
+    // A glob below the root is matched level by level through the store too.
+    let abs = std::fs::canonicalize(fixture("partitioned/temps")).unwrap();
+    let glob = format!(
+        "counted://local{}/year=*/station=north/*.b2nd",
+        abs.display()
+    );
+    ctx.register_blosc2("north", &glob, Default::default())
+        .await
+        .unwrap();
+    let b = ctx
+        .sql("SELECT count(*), sum(value) FROM north")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let north: Vec<f64> = rows
+        .iter()
+        .filter(|r| r[3] == "north")
+        .map(|r| r[1].as_f64().unwrap())
+        .collect();
+    let count = b[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    let sum = b[0]
+        .column(1)
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .unwrap();
+    assert_eq!(count.value(0) as usize, north.len());
+    assert!((sum.value(0) - north.iter().sum::<f64>()).abs() < 1e-9);
 }
 
 /// Partition directories are walked to a bounded depth (the file system's own loop
@@ -341,10 +376,12 @@ async fn partition_walks_are_bounded() {
     std::fs::create_dir_all(&deep).unwrap();
     std::fs::copy(&member, deep.join("a.b2nd")).unwrap();
     let e = open(d.path().to_path_buf()).await;
-    assert!(
-        e.contains("partition directories nest deeper than 32"),
-        "{e}"
-    );
+    assert!(e.contains("directories nest deeper than 32"), "{e}");
+    // `**` crosses any directory, to the same bound.
+    let e = open(d.path().join("**").join("*.b2nd")).await;
+    assert!(e.contains("directories nest deeper than 32"), "{e}");
+    let e = open(d.path().join("k0=1").join("**")).await;
+    assert!(e.contains("directories nest deeper than 32"), "{e}");
 
     let d = tempfile::tempdir().unwrap();
     std::fs::copy(&member, d.path().join("a.b2nd")).unwrap();
