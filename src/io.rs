@@ -35,20 +35,21 @@ pub struct Location {
 #[derive(Debug, Clone)]
 struct LocalFile {
     fs: Arc<object_store::local::LocalFileSystem>,
-    on_disk: PathBuf,
+    /// `None` where the store refuses the path as a file's (the root, `/`): reads of it
+    /// go through the store, which reports why; its entries still share the buffers.
+    on_disk: Option<PathBuf>,
     pool: Arc<ReadPool>,
 }
 
 impl LocalFile {
-    /// `path` of the store `fs`; `None` when the store refuses the path (its own reads
-    /// then report why).
+    /// `path` of the store `fs`.
     fn new(
         fs: Arc<object_store::local::LocalFileSystem>,
         path: &Path,
         pool: Arc<ReadPool>,
-    ) -> Option<Self> {
-        let on_disk = fs.path_to_filesystem(path).ok()?;
-        Some(LocalFile { fs, on_disk, pool })
+    ) -> Self {
+        let on_disk = fs.path_to_filesystem(path).ok();
+        LocalFile { fs, on_disk, pool }
     }
 }
 
@@ -87,14 +88,23 @@ impl ReadPool {
         }
     }
 
+    /// Keeps `buf` for reuse, unless it is small; when more than `KEEP` buffers or
+    /// `KEEP_BYTES` bytes are held then, the smallest go. Buffers that returned first used
+    /// to keep their slots: a query that fetched a few blocks of some chunks (buffers of
+    /// 200 KB) and then whole chunks (6.5 MB) filled the pool with the small ones, and
+    /// every whole chunk of every later query was zero-filled and faulted in afresh.
     fn give(&self, buf: Vec<u8>) {
+        if buf.capacity() < Self::KEEP_MIN || buf.capacity() > Self::KEEP_BYTES {
+            return;
+        }
         let mut bufs = self.bufs.lock().unwrap_or_else(|e| e.into_inner());
-        let held: usize = bufs.iter().map(Vec::capacity).sum();
-        if buf.capacity() >= Self::KEEP_MIN
-            && bufs.len() < Self::KEEP
-            && held + buf.capacity() <= Self::KEEP_BYTES
-        {
-            bufs.push(buf);
+        bufs.push(buf);
+        let mut held: usize = bufs.iter().map(Vec::capacity).sum();
+        while bufs.len() > Self::KEEP || held > Self::KEEP_BYTES {
+            let smallest = (0..bufs.len())
+                .min_by_key(|&k| bufs[k].capacity())
+                .expect("not empty");
+            held -= bufs.swap_remove(smallest).capacity();
         }
     }
 }
@@ -184,7 +194,7 @@ impl Location {
         let os_path = Path::from_absolute_path(&abs)
             .map_err(|e| Error::InvalidArgument(format!("{}: {e}", p.display())))?;
         let fs = Arc::new(object_store::local::LocalFileSystem::new());
-        let local = LocalFile::new(Arc::clone(&fs), &os_path, Arc::default());
+        let local = Some(LocalFile::new(Arc::clone(&fs), &os_path, Arc::default()));
         let mut loc = Location::new(fs, os_path, p.display().to_string());
         loc.local = local;
         Ok(loc)
@@ -220,11 +230,27 @@ impl Location {
         let local = self
             .local
             .as_ref()
-            .and_then(|l| LocalFile::new(Arc::clone(&l.fs), &path, Arc::clone(&l.pool)));
+            .map(|l| LocalFile::new(Arc::clone(&l.fs), &path, Arc::clone(&l.pool)));
         Location {
             store: Arc::clone(&self.store),
             path,
             display,
+            local,
+        }
+    }
+
+    /// The entry at `path` of the same store (named `display` in errors), sharing this
+    /// location's read buffers when it is local: the files one scan opens one after the
+    /// other reuse memory already mapped instead of zero-filling fresh buffers.
+    pub fn sibling(&self, path: Path, display: impl Into<String>) -> Location {
+        let local = self
+            .local
+            .as_ref()
+            .map(|l| LocalFile::new(Arc::clone(&l.fs), &path, Arc::clone(&l.pool)));
+        Location {
+            store: Arc::clone(&self.store),
+            path,
+            display: display.into(),
             local,
         }
     }
@@ -242,7 +268,7 @@ impl Location {
         let local = self
             .local
             .as_ref()
-            .and_then(|l| LocalFile::new(Arc::clone(&l.fs), &path, Arc::clone(&l.pool)));
+            .map(|l| LocalFile::new(Arc::clone(&l.fs), &path, Arc::clone(&l.pool)));
         Some(Location {
             store: Arc::clone(&self.store),
             path,
@@ -372,7 +398,10 @@ impl Location {
         local: &LocalFile,
     ) -> Result<Option<Vec<Bytes>>> {
         use std::os::unix::fs::FileExt;
-        let file = std::fs::File::open(&local.on_disk).map_err(|e| match e.kind() {
+        let Some(on_disk) = &local.on_disk else {
+            return Ok(None);
+        };
+        let file = std::fs::File::open(on_disk).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => self.not_found(),
             _ => self.local_io(e),
         })?;
@@ -575,6 +604,36 @@ mod tests {
                 .contains("short read of 199990..200001"),
             "past the end"
         );
+    }
+
+    /// A full pool keeps its biggest buffers: small ones returned first do not keep a
+    /// chunk-sized one out; one over the byte budget is not kept and evicts nothing.
+    #[test]
+    fn the_pool_keeps_its_biggest_buffers() {
+        let pool = ReadPool::default();
+        let held = |p: &ReadPool| {
+            let mut v: Vec<usize> = p.bufs.lock().unwrap().iter().map(Vec::capacity).collect();
+            v.sort_unstable();
+            v
+        };
+        for k in 0..ReadPool::KEEP {
+            pool.give(Vec::with_capacity(100_000 + k));
+        }
+        pool.give(Vec::with_capacity(7 << 20));
+        let got = held(&pool);
+        assert_eq!(got.len(), ReadPool::KEEP);
+        assert_eq!(got[0], 100_001, "the smallest went");
+        assert_eq!(got[ReadPool::KEEP - 1], 7 << 20);
+        for _ in 0..9 {
+            pool.give(Vec::with_capacity(8 << 20));
+        }
+        let got = held(&pool);
+        assert!(got.iter().sum::<usize>() <= ReadPool::KEEP_BYTES);
+        assert_eq!(got.iter().filter(|&&c| c == 8 << 20).count(), 8);
+        pool.give(Vec::with_capacity(ReadPool::KEEP_BYTES + 1));
+        assert_eq!(held(&pool), got);
+        // A chunk-sized request is served from the pool.
+        assert_eq!(pool.take(7 << 20).capacity(), 8 << 20);
     }
 
     /// Reads of a file the page cache holds in part, none of or all of: the cached bytes

@@ -1,20 +1,22 @@
 //! [`Blosc2Opener`]: one listed file (or a byte range of it) → a stream of record batches.
 //!
 //! Opening a file plans its zone-aligned scan units (one chunk each for arrays, row
-//! ranges for tables), keeps those of the file's byte range, drops those the scan's
-//! filters rule out on their statistics (zone maps included), cuts an array's units to
-//! the coordinate box the filters allow, and reads the rest in order (last first when a
+//! ranges for tables), cuts an array's units to the static filters' coordinate box,
+//! keeps those of the file's byte range, drops those the scan's filters rule out on
+//! their statistics (zone maps included), cuts them again to the box the dynamic
+//! filters allow as they stand, and reads the rest in order (last first when a
 //! `dim_k DESC` order was pushed down), checking and cutting again with dynamic filters
 //! before each unit. Each zone read whole goes into the file's zone maps.
 //!
 //! **Byte ranges.** DataFusion splits big files into byte ranges to scan them on several
 //! partitions. A Blosc2 file has no record boundaries in its bytes, so units are dealt
-//! out by position instead: zone `z` of `n` belongs to the range holding byte
-//! `z × size / n`. Every zone lands in exactly one of the ranges that cover the file, and
-//! zones of equal width spread evenly.
+//! out by position instead: of the `n` zones the static filters' coordinate box leaves
+//! (the same in every range's open), the `k`-th belongs to the range holding byte
+//! `k × size / n`. Every zone lands in exactly one of the ranges that cover the file, and
+//! the zones a selection leaves spread evenly, wherever in the file they lie.
 
 use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box};
-use super::format::{FileZoneMaps, open_object};
+use super::format::{FileZoneMaps, LocalReads, open_object};
 use super::prune::{ZoneAccumulator, ZoneMaps};
 use super::to_df;
 use crate::array::ndarray::ReadStats;
@@ -49,6 +51,8 @@ pub struct Blosc2Opener {
     pub(crate) reverse_units: bool,
     /// Zone maps by file; `None`: off.
     pub(crate) zone_maps: Option<Arc<FileZoneMaps>>,
+    /// How local files are read.
+    pub(crate) local: LocalReads,
     pub(crate) batch_size: usize,
     pub(crate) limit: Option<usize>,
     /// Threads that decode the blocks of one big chunk.
@@ -60,6 +64,10 @@ pub struct Blosc2Opener {
 /// The scan's counters for one partition.
 #[derive(Clone)]
 struct OpenerMetrics {
+    /// Chunks of the files' arrays, and those outside the static filters' coordinate
+    /// box (counted by the range holding a file's first byte).
+    chunks_total: Count,
+    chunks_pruned: Count,
     units_total: Count,
     units_pruned_by_stats: Count,
     units_pruned_by_dynamic_filters: Count,
@@ -73,6 +81,8 @@ impl OpenerMetrics {
     fn new(m: &ExecutionPlanMetricsSet, partition: usize) -> Self {
         let b = || MetricBuilder::new(m);
         OpenerMetrics {
+            chunks_total: b().counter("chunks_total", partition),
+            chunks_pruned: b().counter("chunks_pruned", partition),
             units_total: b().counter("units_total", partition),
             units_pruned_by_stats: b().counter("units_pruned_by_stats", partition),
             units_pruned_by_dynamic_filters: b()
@@ -122,14 +132,54 @@ impl FileOpener for Blosc2Opener {
         let reverse = self.reverse_units;
         let zone_maps = self.zone_maps.as_ref().map(|z| z.of(&file.object_meta));
         let metrics = OpenerMetrics::new(&self.metrics, self.partition);
+        let local = self.local.clone();
         Ok(Box::pin(async move {
-            let ds = Arc::new(open_object(&store, &file.object_meta).await?);
-            let bounds = match &*ds {
-                Dataset::Array(a) => coordinate_box(&filters, &a.geometry.shape)?,
-                Dataset::Table(_) => Vec::new(),
+            let ds = Arc::new(open_object(&store, &file.object_meta, &local).await?);
+            // The box of the static filters is the same in every range's open (dynamic
+            // ones change as the scan goes), so the zones it leaves are dealt out.
+            let (fixed, bounds) = match &*ds {
+                Dataset::Array(a) => {
+                    let fixed: Vec<_> = filters
+                        .iter()
+                        .filter(|f| !DynamicFilterTracking::classify(f).contains_dynamic_filter())
+                        .cloned()
+                        .collect();
+                    let shape = &a.geometry.shape;
+                    (
+                        coordinate_box(&fixed, shape)?,
+                        coordinate_box(&filters, shape)?,
+                    )
+                }
+                Dataset::Table(_) => (Vec::new(), Vec::new()),
             };
             let scan = FileScan::new(&ds, schema, filters, block_threads, zone_maps).await?;
-            let units = plan_zoned_units(&ds, &Selection::all(&shape(&ds)), batch_size as u64 * 8);
+            // Units planned over the box, as the table provider plans them: whole blocks
+            // of it, so that a chunk the box takes a few blocks of is fetched in parts.
+            let selection = match fixed.is_empty() {
+                true => Selection::all(&shape(&ds)),
+                false => Selection {
+                    dims: fixed
+                        .iter()
+                        .map(|r| {
+                            if r.is_empty() {
+                                vec![]
+                            } else {
+                                vec![r.clone()]
+                            }
+                        })
+                        .collect(),
+                },
+            };
+            let units = plan_zoned_units(&ds, &selection, batch_size as u64 * 8);
+            if let Dataset::Array(a) = &*ds
+                && file.range.as_ref().is_none_or(|r| r.start <= 0)
+            {
+                let (all, kept) = (a.geometry.nchunks(), a.geometry.chunks_in_box(&fixed).len());
+                metrics.chunks_total.add(all as usize);
+                metrics
+                    .chunks_pruned
+                    .add(all as usize - kept.min(all as usize));
+            }
             let units = in_range(units, file.range.as_ref(), file.object_meta.size);
             metrics.units_total.add(units.len());
             let (units, report) = scan.pruning.prune(units).await?;
@@ -333,27 +383,25 @@ fn shape(ds: &Dataset) -> Vec<u64> {
     }
 }
 
-/// The units of the zones whose position falls in `range` (all when there is none).
+/// The units of the zones whose position falls in `range` (all when there is none): of
+/// the `n` zones `units` hold, the `k`-th (in zone order) is at byte `k × size / n`. The
+/// same units in every range's open deal each zone to exactly one range, and a selection
+/// that leaves a few zones of one end of the file still spreads them over the ranges.
 fn in_range(units: Vec<ZonedUnit>, range: Option<&FileRange>, size: u64) -> Vec<ZonedUnit> {
     let Some(r) = range else {
         return units;
     };
-    let zones = units
-        .iter()
-        .map(|u| u.zone)
-        .filter(|&z| z != u64::MAX)
-        .max()
-        .map_or(1, |z| z as u128 + 1);
+    let zone = |u: &ZonedUnit| if u.zone == u64::MAX { 0 } else { u.zone };
+    let mut zones: Vec<u64> = units.iter().map(zone).collect();
+    zones.sort_unstable();
+    zones.dedup();
+    let n = zones.len().max(1) as u128;
     let (start, end) = (r.start.max(0) as u128, r.end.max(0) as u128);
     units
         .into_iter()
         .filter(|u| {
-            let z = if u.zone == u64::MAX {
-                0
-            } else {
-                u.zone as u128
-            };
-            let at = z * size as u128 / zones;
+            let k = zones.binary_search(&zone(u)).unwrap_or(0) as u128;
+            let at = k * size as u128 / n;
             start <= at && at < end
         })
         .collect()

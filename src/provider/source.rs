@@ -6,7 +6,7 @@
 //! them to the rows, as with Parquet's row-group pruning.
 
 use super::dynamic::descending_coordinate;
-use super::format::FileZoneMaps;
+use super::format::{FileZoneMaps, LocalReads};
 use super::opener::Blosc2Opener;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -37,6 +37,8 @@ pub struct Blosc2Source {
     reverse_units: bool,
     /// Zone maps by file, shared by the scans of one format; `None`: off.
     zone_maps: Option<Arc<FileZoneMaps>>,
+    /// Local reads shared by the scans of one format.
+    local: LocalReads,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -60,6 +62,7 @@ impl Blosc2Source {
             filters: Vec::new(),
             reverse_units: false,
             zone_maps: None,
+            local: LocalReads::default(),
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
@@ -67,6 +70,12 @@ impl Blosc2Source {
     /// This scan recording and pruning on the zone maps of `maps`.
     pub(crate) fn with_file_zone_maps(mut self, maps: Option<Arc<FileZoneMaps>>) -> Self {
         self.zone_maps = maps;
+        self
+    }
+
+    /// This scan reading local files with the buffers of `local`.
+    pub(crate) fn with_local_reads(mut self, local: LocalReads) -> Self {
+        self.local = local;
         self
     }
 
@@ -91,6 +100,7 @@ impl FileSource for Blosc2Source {
             filters: self.filters.clone(),
             reverse_units: self.reverse_units,
             zone_maps: self.zone_maps.clone(),
+            local: self.local.clone(),
             batch_size: self.batch_size.unwrap_or(8192).max(1),
             limit: base_config.limit,
             block_threads: (threads / base_config.file_groups.len().max(1)).max(1),
