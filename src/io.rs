@@ -227,16 +227,7 @@ impl Location {
             path = path.clone().join(part);
         }
         let display = format!("{}/{}", self.display.trim_end_matches('/'), name);
-        let local = self
-            .local
-            .as_ref()
-            .map(|l| LocalFile::new(Arc::clone(&l.fs), &path, Arc::clone(&l.pool)));
-        Location {
-            store: Arc::clone(&self.store),
-            path,
-            display,
-            local,
-        }
+        self.sibling(path, display)
     }
 
     /// The entry at `path` of the same store (named `display` in errors), sharing this
@@ -265,16 +256,7 @@ impl Location {
             Some((dir, _)) => dir.to_string(),
             None => ".".to_string(),
         };
-        let local = self
-            .local
-            .as_ref()
-            .map(|l| LocalFile::new(Arc::clone(&l.fs), &path, Arc::clone(&l.pool)));
-        Some(Location {
-            store: Arc::clone(&self.store),
-            path,
-            display,
-            local,
-        })
+        Some(self.sibling(path, display))
     }
 
     /// Nothing is stored here.

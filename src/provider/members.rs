@@ -32,6 +32,15 @@ pub(crate) fn is_member_name(name: &str) -> bool {
     MEMBER_EXTENSIONS.iter().any(|x| name.ends_with(x))
 }
 
+/// The entries of a listing with a Blosc2 extension.
+fn containers<'a>(files: &'a [String], dirs: &'a [String]) -> impl Iterator<Item = String> + 'a {
+    files
+        .iter()
+        .chain(dirs)
+        .filter(|n| is_member_name(n))
+        .cloned()
+}
+
 /// True when a path component of `location` is a glob (holds `*`, `?` or `[`).
 pub(crate) fn is_glob(location: &str) -> bool {
     location.split('/').any(|c| c.contains(['*', '?', '[']))
@@ -116,13 +125,7 @@ impl Walk for DirectoryWalk {
         members: &mut Vec<String>,
         next: &mut Vec<(String, ())>,
     ) {
-        members.extend(
-            files
-                .iter()
-                .chain(dirs)
-                .filter(|n| is_member_name(n))
-                .cloned(),
-        );
+        members.extend(containers(files, dirs));
         next.extend(
             dirs.iter()
                 .filter(|d| !is_member_name(d) && d.contains('='))
@@ -165,13 +168,7 @@ impl Walk for GlobWalk {
                             .map(|d| (d.clone(), j)),
                     );
                     if j == last {
-                        members.extend(
-                            files
-                                .iter()
-                                .chain(dirs)
-                                .filter(|n| is_member_name(n))
-                                .cloned(),
-                        );
+                        members.extend(containers(files, dirs));
                     }
                 }
                 c if j == last => {

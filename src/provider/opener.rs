@@ -1,7 +1,7 @@
 //! [`Blosc2Opener`]: one listed file (or a byte range of it) → a stream of record batches.
 //!
-//! Opening a file plans its zone-aligned scan units (one chunk each for arrays, row
-//! ranges for tables), cuts an array's units to the static filters' coordinate box,
+//! Opening a file plans its zone-aligned scan units (for an array, whole blocks of each
+//! chunk within the coordinate box the static filters allow; row ranges for a table),
 //! keeps those of the file's byte range, drops those the scan's filters rule out on
 //! their statistics (zone maps included), cuts them again to the box the dynamic
 //! filters allow as they stand, and reads the rest in order (last first when a

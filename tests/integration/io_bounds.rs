@@ -265,7 +265,6 @@ async fn ctable_opens_only_the_columns_a_query_names() {
 /// the members it picks (each member's values checked against the writer's).
 #[tokio::test]
 async fn partitioned_directory_through_a_store() {
-    use datafusion::arrow::array::{Float64Array, Int64Array};
     use datafusion::prelude::SessionContext;
     use datafusion_blosc2::provider::Blosc2SessionExt;
 
@@ -298,24 +297,10 @@ async fn partitioned_directory_through_a_store() {
         let files = if year == "2024" { 2 } else { 1 };
         // count(*) of the picked members is a statistic; the sum scans them alone.
         assert_eq!(scanned, files, "{plan}");
-        let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
-        let count = b[0]
-            .column(0)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap();
-        let sum = b[0]
-            .column(1)
-            .as_any()
-            .downcast_ref::<Float64Array>()
-            .unwrap();
-        assert_eq!(count.value(0) as usize, of_member.len(), "{year} {station}");
+        let (count, sum) = count_and_sum(&ctx, &sql).await;
+        assert_eq!(count, of_member.len(), "{year} {station}");
         let expect: f64 = of_member.iter().sum();
-        assert!(
-            (sum.value(0) - expect).abs() < 1e-9,
-            "{year} {station}: {}",
-            sum.value(0)
-        );
+        assert!((sum - expect).abs() < 1e-9, "{year} {station}: {sum}");
     }
 
     // A glob below the root is matched level by level through the store too.
@@ -327,18 +312,20 @@ async fn partitioned_directory_through_a_store() {
     ctx.register_blosc2("north", &glob, Default::default())
         .await
         .unwrap();
-    let b = ctx
-        .sql("SELECT count(*), sum(value) FROM north")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let (count, sum) = count_and_sum(&ctx, "SELECT count(*), sum(value) FROM north").await;
     let north: Vec<f64> = rows
         .iter()
         .filter(|r| r[3] == "north")
         .map(|r| r[1].as_f64().unwrap())
         .collect();
+    assert_eq!(count, north.len());
+    assert!((sum - north.iter().sum::<f64>()).abs() < 1e-9, "{sum}");
+}
+
+/// The count and the sum `sql` (`SELECT count(*), sum(…) …`) returns.
+async fn count_and_sum(ctx: &datafusion::prelude::SessionContext, sql: &str) -> (usize, f64) {
+    use datafusion::arrow::array::{Float64Array, Int64Array};
+    let b = ctx.sql(sql).await.unwrap().collect().await.unwrap();
     let count = b[0]
         .column(0)
         .as_any()
@@ -349,8 +336,7 @@ async fn partitioned_directory_through_a_store() {
         .as_any()
         .downcast_ref::<Float64Array>()
         .unwrap();
-    assert_eq!(count.value(0) as usize, north.len());
-    assert!((sum.value(0) - north.iter().sum::<f64>()).abs() < 1e-9);
+    (count.value(0) as usize, sum.value(0))
 }
 
 /// Partition directories are walked to a bounded depth (the file system's own loop
