@@ -45,6 +45,18 @@ impl Selection {
             dims: shape.iter().map(|&s| vec![0..s]).collect(),
         }
     }
+    /// The box `bx`: one range per dimension, nothing along one where it is empty.
+    pub fn of_box(bx: &[Range<u64>]) -> Self {
+        Selection {
+            dims: bx
+                .iter()
+                .map(|r| match r.is_empty() {
+                    true => Vec::new(),
+                    false => vec![r.clone()],
+                })
+                .collect(),
+        }
+    }
     /// Number of selected rows (elements).
     pub fn len(&self) -> u64 {
         self.dims

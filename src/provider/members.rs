@@ -41,9 +41,14 @@ fn containers<'a>(files: &'a [String], dirs: &'a [String]) -> impl Iterator<Item
         .cloned()
 }
 
-/// True when a path component of `location` is a glob (holds `*`, `?` or `[`).
+/// True when a path component of `location` is a glob.
 pub(crate) fn is_glob(location: &str) -> bool {
-    location.split('/').any(|c| c.contains(['*', '?', '[']))
+    location.split('/').any(is_glob_component)
+}
+
+/// True for a path component holding `*`, `?` or `[`.
+fn is_glob_component(component: &str) -> bool {
+    component.contains(['*', '?', '['])
 }
 
 /// The containers a glob or directory location holds: the directory they are below and
@@ -98,6 +103,9 @@ trait Walk {
     /// Where the walk is in its pattern (nothing, for a directory table).
     type State: Clone + Ord;
 
+    /// What the directories it enters are, for the error when they nest too deep.
+    const ENTERS: &'static str;
+
     /// Sorts the listing `(files, dirs)` of a directory reached in `state` into members
     /// and `(subdirectory name, state)` pairs to visit.
     fn step(
@@ -116,6 +124,7 @@ struct DirectoryWalk;
 
 impl Walk for DirectoryWalk {
     type State = ();
+    const ENTERS: &'static str = "partition directories";
 
     fn step(
         &self,
@@ -140,6 +149,7 @@ struct GlobWalk(Vec<Component>);
 
 impl Walk for GlobWalk {
     type State = usize;
+    const ENTERS: &'static str = "directories";
 
     fn step(
         &self,
@@ -196,8 +206,9 @@ async fn walk<W: Walk>(
     while !level.is_empty() {
         if depth > MAX_DEPTH {
             return Err(DataFusionError::Plan(format!(
-                "{what}/{}: directories nest deeper than {MAX_DEPTH}",
-                level[0].0
+                "{what}/{}: {} nest deeper than {MAX_DEPTH}",
+                level[0].0,
+                W::ENTERS
             )));
         }
         let listings: Vec<_> = level
@@ -244,7 +255,7 @@ pub(crate) async fn list_members(runtime: &RuntimeEnv, location: &str) -> Result
         t => t,
     };
     let parts: Vec<&str> = trimmed.split('/').collect();
-    let Some(first) = parts.iter().position(|c| c.contains(['*', '?', '['])) else {
+    let Some(first) = parts.iter().position(|c| is_glob_component(c)) else {
         let root_location = resolve_location(runtime, trimmed)?;
         let rels = walk(&root_location, trimmed, &DirectoryWalk, ()).await?;
         return Ok(MemberList {

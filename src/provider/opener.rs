@@ -145,10 +145,13 @@ impl FileOpener for Blosc2Opener {
                         .cloned()
                         .collect();
                     let shape = &a.geometry.shape;
-                    (
-                        coordinate_box(&fixed, shape)?,
-                        coordinate_box(&filters, shape)?,
-                    )
+                    let fixed_box = coordinate_box(&fixed, shape)?;
+                    // Without dynamic filters both boxes are the same analysis.
+                    let bounds = match fixed.len() == filters.len() {
+                        true => fixed_box.clone(),
+                        false => coordinate_box(&filters, shape)?,
+                    };
+                    (fixed_box, bounds)
                 }
                 Dataset::Table(_) => (Vec::new(), Vec::new()),
             };
@@ -157,18 +160,7 @@ impl FileOpener for Blosc2Opener {
             // of it, so that a chunk the box takes a few blocks of is fetched in parts.
             let selection = match fixed.is_empty() {
                 true => Selection::all(&shape(&ds)),
-                false => Selection {
-                    dims: fixed
-                        .iter()
-                        .map(|r| {
-                            if r.is_empty() {
-                                vec![]
-                            } else {
-                                vec![r.clone()]
-                            }
-                        })
-                        .collect(),
-                },
+                false => Selection::of_box(&fixed),
             };
             let units = plan_zoned_units(&ds, &selection, batch_size as u64 * 8);
             if let Dataset::Array(a) = &*ds
