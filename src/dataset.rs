@@ -111,6 +111,25 @@ pub struct OpenOptions {
 }
 
 impl Dataset {
+    /// This dataset without the chunks its reads keep, for another scan (see
+    /// [`NdArray::detached`]).
+    pub fn detached(&self) -> Dataset {
+        match self {
+            Dataset::Array(a) => Dataset::Array(a.detached()),
+            Dataset::Table(t) => Dataset::Table(t.detached()),
+        }
+    }
+
+    /// An estimate of the heap memory the opened dataset holds: indexes, layers,
+    /// metadata and the columns opened so far; not the chunks recent reads keep.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Dataset>()
+            + match self {
+                Dataset::Array(a) => a.heap_bytes(),
+                Dataset::Table(t) => t.heap_bytes(),
+            }
+    }
+
     /// Detects the container kind at `loc` and opens it.
     ///
     /// Files: a `b2frame` magic → frame; a zip → CTable store. Directories:

@@ -37,6 +37,11 @@ pub struct VarValues {
 }
 
 impl VarValues {
+    /// The heap memory its buffers hold.
+    pub fn heap_bytes(&self) -> usize {
+        self.offsets.len() * 8 + self.data.len() + self.present.len()
+    }
+
     fn new() -> VarValues {
         VarValues {
             offsets: vec![0],
@@ -85,6 +90,12 @@ pub struct BatchArray {
 }
 
 impl BatchArray {
+    /// An estimate of the heap memory it holds once opened (its frame's index and the
+    /// batch starts).
+    pub fn heap_bytes(&self) -> usize {
+        self.frame.heap_bytes() + self.starts.len() * 8
+    }
+
     /// Reads the BatchArray layers of `frame`: the `batcharray` metalayer (msgpack
     /// serializer only) and the batch lengths, which must be one per chunk (counted by
     /// decoding every batch when an old writer left them out).

@@ -363,6 +363,27 @@ impl NdArray {
         })
     }
 
+    /// This array without the chunks its reads keep (clones share those): a copy for
+    /// another scan that starts with none, so that what a long-lived copy holds is
+    /// only what [`NdArray::heap_bytes`] counts.
+    pub fn detached(&self) -> NdArray {
+        NdArray {
+            recent: RecentChunks::default(),
+            ..self.clone()
+        }
+    }
+
+    /// An estimate of the heap memory this array holds once opened (its container's
+    /// index and layers; not the chunks recent reads keep).
+    pub fn heap_bytes(&self) -> usize {
+        let source = match &self.source {
+            ChunkSource::Frame(f) => f.heap_bytes(),
+            ChunkSource::Bcolz(c) => c.heap_bytes(),
+        };
+        let geometry = self.geometry.shape.len() * 3 * 8;
+        source + geometry + self.stored_dtype.as_ref().map_or(0, String::len)
+    }
+
     /// How errors name the array.
     pub fn display(&self) -> &str {
         match &self.source {

@@ -116,6 +116,41 @@ impl TableColumn {
         }
     }
 
+    /// The column's arrays (values, offsets, codes and null mask), to change them all.
+    fn arrays_mut(&mut self) -> Vec<&mut NdArray> {
+        let mut v: Vec<&mut NdArray> = match &mut self.storage {
+            ColumnStorage::Fixed(a) => vec![a],
+            ColumnStorage::Utf8 { offsets, data } => vec![offsets, data],
+            ColumnStorage::Dictionary { codes, .. } => vec![codes],
+            ColumnStorage::Var { .. } | ColumnStorage::Items { .. } => Vec::new(),
+        };
+        if let NullRule::Mask(Some(m)) = &mut self.nulls {
+            v.push(m);
+        }
+        v
+    }
+
+    /// An estimate of the heap memory the opened column holds (see
+    /// [`NdArray::heap_bytes`]; a dictionary's values included).
+    pub fn heap_bytes(&self) -> usize {
+        let storage = match &self.storage {
+            ColumnStorage::Fixed(a) => a.heap_bytes(),
+            ColumnStorage::Utf8 { offsets, data } => offsets.heap_bytes() + data.heap_bytes(),
+            ColumnStorage::Var { items, .. } | ColumnStorage::Items { items, .. } => {
+                items.heap_bytes()
+            }
+            ColumnStorage::Dictionary { codes, values, .. } => {
+                codes.heap_bytes() + values.heap_bytes()
+            }
+        };
+        let nulls = match &self.nulls {
+            NullRule::Mask(Some(m)) => m.heap_bytes(),
+            NullRule::Sentinel(j) => crate::container::json_heap_bytes(j),
+            _ => 0,
+        };
+        storage + nulls + self.name.len() + self.kind.len()
+    }
+
     /// Shape of one row's value (empty for scalars).
     pub fn item_shape(&self) -> Vec<u64> {
         match &self.storage {
@@ -212,6 +247,43 @@ impl Table {
     /// How errors name the table.
     pub fn display(&self) -> &str {
         &self.display
+    }
+
+    /// This table without the chunks its reads keep: see [`NdArray::detached`]. The
+    /// columns opened so far stay open.
+    pub fn detached(&self) -> Table {
+        let mut t = self.clone();
+        for c in t.opened.iter_mut().filter_map(OnceLock::get_mut) {
+            for a in c.arrays_mut() {
+                *a = a.detached();
+            }
+        }
+        t.valid = t.valid.as_ref().map(NdArray::detached);
+        t
+    }
+
+    /// An estimate of the heap memory the table holds: its metadata, the columns opened
+    /// so far and its store's index (not the chunks recent reads keep).
+    pub fn heap_bytes(&self) -> usize {
+        use crate::container::json_heap_bytes;
+        let columns: usize = self.opened_columns().map(|(_, c)| c.heap_bytes()).sum();
+        let specs = self.specs.len() * std::mem::size_of::<ColumnSpec>()
+            + self.opened.len() * std::mem::size_of::<OnceLock<TableColumn>>();
+        let computed: usize = self
+            .computed
+            .iter()
+            .map(|c| c.name.len() + c.deps.iter().map(|d| d.len() + 24).sum::<usize>() + 256)
+            .sum();
+        columns
+            + specs
+            + computed
+            + self.valid.as_ref().map_or(0, NdArray::heap_bytes)
+            + self.live_chunks.len()
+            + json_heap_bytes(&self.attrs)
+            + json_heap_bytes(&self.schema_json)
+            + json_heap_bytes(&self.index_catalog)
+            + self.store.as_ref().map_or(0, |s| s.heap_bytes())
+            + self.display.len()
     }
 
     /// Opens a bcolz ctable directory (`__rootdirs__` present).

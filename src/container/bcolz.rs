@@ -104,6 +104,15 @@ impl BcolzCarray {
         self.dir.display()
     }
 
+    /// An estimate of the heap memory it holds once opened (its metadata).
+    pub fn heap_bytes(&self) -> usize {
+        self.shape.len() * 8
+            + self.dtype.len()
+            + super::json_heap_bytes(&self.cparams)
+            + super::json_heap_bytes(&self.attrs)
+            + self.dir.display().len()
+    }
+
     /// Number of rows.
     pub fn nrows(&self) -> u64 {
         self.shape[0]

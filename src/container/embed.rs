@@ -132,6 +132,14 @@ impl EmbedStore {
         })
     }
 
+    /// An estimate of the heap memory it holds: its index, attributes and the
+    /// decompressed bytes it serves from memory.
+    pub fn heap_bytes(&self) -> usize {
+        let entries: usize = self.entries.keys().map(|k| k.len() + 64).sum();
+        let remote: usize = self.remote.iter().map(String::len).sum();
+        entries + remote + super::json_heap_bytes(&self.vlmeta) + self.len as usize
+    }
+
     /// How errors name the store.
     pub fn display(&self) -> &str {
         &self.display

@@ -18,6 +18,7 @@ use crate::io::Location;
 use crate::msgpack::{self, MsgValue};
 use bytes::Bytes;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// Bytes read up front when opening a frame.
 pub const OPEN_HINT: u64 = 64 * 1024;
@@ -291,9 +292,10 @@ pub struct Frame {
     header: FrameHeader,
     metalayers: Vec<Metalayer>,
     vlmeta: Vec<(String, Vec<u8>)>,
-    offsets: Vec<i64>,
+    /// Shared by clones (an opened frame is cloned per scan when cached).
+    offsets: Arc<[i64]>,
     /// Stored (non-negative) offsets, sorted and unique: a chunk's extent ends at the next one.
-    sorted_stored: Vec<u64>,
+    sorted_stored: Arc<[u64]>,
     store: ChunkStore,
     display: String,
     limits: DecodeLimits,
@@ -550,7 +552,9 @@ impl Frame {
                 }
             }
         }
-        let cached = whole.clone();
+        // A copy: `whole` may be a slice of a bigger pooled read buffer, which a frame
+        // kept open (or cached) would otherwise hold on to.
+        let cached = whole.as_deref().map(Bytes::copy_from_slice);
         let mut sorted_stored: Vec<u64> = offsets
             .iter()
             .filter(|&&o| o >= 0)
@@ -562,8 +566,8 @@ impl Frame {
             header,
             metalayers,
             vlmeta,
-            offsets,
-            sorted_stored,
+            offsets: offsets.into(),
+            sorted_stored: sorted_stored.into(),
             store: ChunkStore::Contiguous {
                 file: file.clone(),
                 base,
@@ -620,6 +624,26 @@ impl Frame {
         }
         serde_json::Value::Object(o)
     }
+    /// An estimate of the heap memory this frame holds: its offsets index, layers and
+    /// the bytes kept from opening it (for caches that bound what they keep).
+    pub fn heap_bytes(&self) -> usize {
+        let kept = match &self.store {
+            ChunkStore::Contiguous { cached, .. } => cached.as_ref().map_or(0, Bytes::len),
+            ChunkStore::Sparse { .. } => 0,
+        };
+        let layers: usize = self
+            .metalayers
+            .iter()
+            .map(|m| m.name.len() + m.content.len())
+            .sum();
+        let vlmeta: usize = self.vlmeta.iter().map(|(k, v)| k.len() + v.len()).sum();
+        (self.offsets.len() + self.sorted_stored.len()) * 8
+            + layers
+            + vlmeta
+            + kept
+            + self.display.len()
+    }
+
     /// Number of chunks.
     pub fn nchunks(&self) -> u64 {
         self.offsets.len() as u64

@@ -36,3 +36,16 @@ impl RawChunk {
         }
     }
 }
+
+/// An estimate of the heap memory a parsed JSON value holds (its text, plus a few words
+/// per node), for the heap estimates of opened containers.
+pub(crate) fn json_heap_bytes(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    const NODE: usize = 32;
+    NODE + match v {
+        Value::String(s) => s.len(),
+        Value::Array(a) => a.iter().map(json_heap_bytes).sum(),
+        Value::Object(o) => o.iter().map(|(k, v)| k.len() + json_heap_bytes(v)).sum(),
+        _ => 0,
+    }
+}

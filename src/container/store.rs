@@ -56,6 +56,18 @@ fn le(b: &[u8], at: usize, n: usize) -> u64 {
 }
 
 impl StoreRoot {
+    /// An estimate of the heap memory the opened store holds: a zip's directory, an
+    /// EmbedStore's index and decompressed bytes.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            StoreRoot::Dir(_) => 0,
+            StoreRoot::Zip {
+                members, prefix, ..
+            } => members.keys().map(|k| k.len() + 64).sum::<usize>() + prefix.len(),
+            StoreRoot::Embed(e) => e.heap_bytes(),
+        }
+    }
+
     /// Opens a zip store: reads the end record and central directory, then each member's
     /// local header to find where its data starts.
     ///

@@ -8,13 +8,13 @@
 //! what a format says about whole files: their schema, statistics and order; the scan
 //! itself is [`super::source::Blosc2Source`].
 
+use super::listed::{ListedFiles, LocalReads};
 use super::prune::{SummaryCache, ZoneMaps, exact_extrema};
 use super::source::Blosc2Source;
 use super::table::Blosc2Table;
 use super::to_df;
 use crate::arrow_reader::schema::dataset_schema;
-use crate::dataset::{Dataset, OpenOptions};
-use crate::io::Location;
+use crate::dataset::Dataset;
 use arrow::datatypes::{Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
@@ -22,7 +22,7 @@ use datafusion::common::stats::Precision;
 use datafusion::common::{GetExt, Statistics};
 use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
 use datafusion::datasource::file_format::{FileFormat, FileFormatFactory, FileMeta};
-use datafusion::datasource::physical_plan::{FileScanConfig, FileSource};
+use datafusion::datasource::physical_plan::{FileScanConfig, FileScanConfigBuilder, FileSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::{DataFusionError, Result};
@@ -72,6 +72,13 @@ impl Default for Blosc2Format {
 }
 
 impl Blosc2Format {
+    /// How this format's work in `state` opens files: with its local reads, through
+    /// the session's file metadata cache.
+    fn files(&self, state: &dyn Session) -> ListedFiles {
+        let cache = state.runtime_env().cache_manager.get_file_metadata_cache();
+        ListedFiles::new(self.local.clone()).with_cache(cache)
+    }
+
     /// The format, with zone maps on.
     pub fn new() -> Self {
         Self::default()
@@ -116,52 +123,6 @@ impl FileZoneMaps {
     }
 }
 
-/// Opens the dataset of one listed object.
-pub(crate) async fn open_object(
-    store: &Arc<dyn ObjectStore>,
-    object: &ObjectMeta,
-    local: &LocalReads,
-) -> Result<Dataset> {
-    let loc = match (local_root(store), local.root()) {
-        // The local file system at its root (DataFusion's store for `file://`): read
-        // with the crate's local path (reads served inline from the page cache, buffers
-        // reused across the files and scans of this format), as a table provider over
-        // the same file does.
-        (true, Some(root)) => {
-            root.sibling(object.location.clone(), format!("/{}", object.location))
-        }
-        _ => Location::new(
-            Arc::clone(store),
-            object.location.clone(),
-            object.location.to_string(),
-        ),
-    };
-    Dataset::open(&loc, &OpenOptions::default())
-        .await
-        .map_err(to_df)
-}
-
-/// The crate's local reads for the files of one [`Blosc2Format`]: one file system handle
-/// and one pool of read buffers (bounded, see `io.rs`), shared by every file its scans
-/// open. Each file opened anew got buffers of its own, which a scan then zero-filled and
-/// page-faulted in: a third of a small rectangle query's time.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LocalReads(Arc<std::sync::OnceLock<Option<Location>>>);
-
-impl LocalReads {
-    /// The root of the local file system, created on first use; `None` where it cannot
-    /// be (the files are then read through the listing's store).
-    fn root(&self) -> Option<&Location> {
-        self.0.get_or_init(|| Location::local("/").ok()).as_ref()
-    }
-}
-
-/// True for an `object_store` local file system rooted at `/` (told by how it prints
-/// itself: the trait has no downcast).
-fn local_root(store: &Arc<dyn ObjectStore>) -> bool {
-    store.to_string() == "LocalFileSystem(file:///)"
-}
-
 /// The schemas of several files merged into one: fields by name (a type conflict is an
 /// error naming the file), schema metadata kept where every file agrees.
 fn merge_schemas(schemas: Vec<(String, Schema)>) -> Result<Schema> {
@@ -204,15 +165,16 @@ impl FileFormat for Blosc2Format {
 
     async fn infer_schema(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         store: &Arc<dyn ObjectStore>,
         objects: &[ObjectMeta],
     ) -> Result<SchemaRef> {
+        let files = self.files(state);
         let schemas: Vec<(String, Schema)> = futures::stream::iter(objects.iter().cloned())
             .map(|o| {
-                let (store, local) = (Arc::clone(store), self.local.clone());
+                let (store, files) = (Arc::clone(store), files.clone());
                 async move {
-                    let ds = open_object(&store, &o, &local).await?;
+                    let (ds, _) = files.open(&store, &o).await?;
                     Ok::<_, DataFusionError>((o.location.to_string(), dataset_schema(&ds)))
                 }
             })
@@ -224,35 +186,35 @@ impl FileFormat for Blosc2Format {
 
     async fn infer_stats(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         store: &Arc<dyn ObjectStore>,
         table_schema: SchemaRef,
         object: &ObjectMeta,
     ) -> Result<Statistics> {
-        let ds = open_object(store, object, &self.local).await?;
+        let (ds, _) = self.files(state).open(store, object).await?;
         file_statistics(ds, &table_schema).await
     }
 
     async fn infer_ordering(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         store: &Arc<dyn ObjectStore>,
         table_schema: SchemaRef,
         object: &ObjectMeta,
     ) -> Result<Option<LexOrdering>> {
-        let ds = open_object(store, object, &self.local).await?;
+        let (ds, _) = self.files(state).open(store, object).await?;
         Ok(file_ordering(&ds, &table_schema))
     }
 
     async fn infer_stats_and_ordering(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         store: &Arc<dyn ObjectStore>,
         table_schema: SchemaRef,
         object: &ObjectMeta,
     ) -> Result<FileMeta> {
         // One open for both (a listing table asks for both of every file).
-        let ds = open_object(store, object, &self.local).await?;
+        let (ds, _) = self.files(state).open(store, object).await?;
         let ordering = file_ordering(&ds, &table_schema);
         let statistics = file_statistics(ds, &table_schema).await?;
         Ok(FileMeta::new(statistics).with_ordering(ordering))
@@ -260,9 +222,19 @@ impl FileFormat for Blosc2Format {
 
     async fn create_physical_plan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         conf: FileScanConfig,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        // The scan opens files through the session's cache (`file_source` has no session).
+        let conf = match conf.file_source().downcast_ref::<Blosc2Source>() {
+            Some(source) => {
+                let source = source.clone().with_listed_files(self.files(state));
+                FileScanConfigBuilder::from(conf)
+                    .with_source(Arc::new(source))
+                    .build()
+            }
+            None => conf,
+        };
         Ok(DataSourceExec::from_data_source(conf))
     }
 
@@ -270,7 +242,7 @@ impl FileFormat for Blosc2Format {
         Arc::new(
             Blosc2Source::new(table_schema)
                 .with_file_zone_maps(self.zone_maps.clone())
-                .with_local_reads(self.local.clone()),
+                .with_listed_files(ListedFiles::new(self.local.clone())),
         )
     }
 }

@@ -6,6 +6,7 @@ pub mod computed;
 pub mod dynamic;
 pub mod exec;
 pub mod format;
+mod listed;
 pub mod members;
 pub mod multi;
 mod opener;

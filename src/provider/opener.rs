@@ -16,7 +16,8 @@
 //! the zones a selection leaves spread evenly, wherever in the file they lie.
 
 use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box};
-use super::format::{FileZoneMaps, LocalReads, open_object};
+use super::format::FileZoneMaps;
+use super::listed::{ListedFiles, Opened};
 use super::prune::{ZoneAccumulator, ZoneMaps};
 use super::to_df;
 use crate::array::ndarray::ReadStats;
@@ -51,8 +52,8 @@ pub struct Blosc2Opener {
     pub(crate) reverse_units: bool,
     /// Zone maps by file; `None`: off.
     pub(crate) zone_maps: Option<Arc<FileZoneMaps>>,
-    /// How local files are read.
-    pub(crate) local: LocalReads,
+    /// How files are opened.
+    pub(crate) files: ListedFiles,
     pub(crate) batch_size: usize,
     pub(crate) limit: Option<usize>,
     /// Threads that decode the blocks of one big chunk.
@@ -68,6 +69,8 @@ struct OpenerMetrics {
     /// box (counted by the range holding a file's first byte).
     chunks_total: Count,
     chunks_pruned: Count,
+    /// Files taken opened from the session's file metadata cache.
+    files_from_cache: Count,
     units_total: Count,
     units_pruned_by_stats: Count,
     units_pruned_by_dynamic_filters: Count,
@@ -83,6 +86,7 @@ impl OpenerMetrics {
         OpenerMetrics {
             chunks_total: b().counter("chunks_total", partition),
             chunks_pruned: b().counter("chunks_pruned", partition),
+            files_from_cache: b().counter("files_from_cache", partition),
             units_total: b().counter("units_total", partition),
             units_pruned_by_stats: b().counter("units_pruned_by_stats", partition),
             units_pruned_by_dynamic_filters: b()
@@ -132,9 +136,13 @@ impl FileOpener for Blosc2Opener {
         let reverse = self.reverse_units;
         let zone_maps = self.zone_maps.as_ref().map(|z| z.of(&file.object_meta));
         let metrics = OpenerMetrics::new(&self.metrics, self.partition);
-        let local = self.local.clone();
+        let files = self.files.clone();
         Ok(Box::pin(async move {
-            let ds = Arc::new(open_object(&store, &file.object_meta, &local).await?);
+            let (ds, opened) = files.open(&store, &file.object_meta).await?;
+            if opened == Opened::Cached {
+                metrics.files_from_cache.add(1);
+            }
+            let ds = Arc::new(ds);
             // The box of the static filters is the same in every range's open (dynamic
             // ones change as the scan goes), so the zones it leaves are dealt out.
             let (fixed, bounds) = match &*ds {
@@ -155,7 +163,11 @@ impl FileOpener for Blosc2Opener {
                 }
                 Dataset::Table(_) => (Vec::new(), Vec::new()),
             };
+            let columns = open_columns(&ds);
             let scan = FileScan::new(&ds, schema, filters, block_threads, zone_maps).await?;
+            if open_columns(&ds) > columns {
+                files.remember(&store, &file.object_meta, &ds);
+            }
             // Units planned over the box, as the table provider plans them: whole blocks
             // of it, so that a chunk the box takes a few blocks of is fetched in parts.
             let selection = match fixed.is_empty() {
@@ -364,6 +376,14 @@ impl FileScan {
             columns,
             &opts,
         )?))
+    }
+}
+
+/// How many of a table's columns are open (0 for an array).
+fn open_columns(ds: &Dataset) -> usize {
+    match ds {
+        Dataset::Array(_) => 0,
+        Dataset::Table(t) => t.opened_columns().count(),
     }
 }
 

@@ -6,7 +6,8 @@
 //! them to the rows, as with Parquet's row-group pruning.
 
 use super::dynamic::descending_coordinate;
-use super::format::{FileZoneMaps, LocalReads};
+use super::format::FileZoneMaps;
+use super::listed::ListedFiles;
 use super::opener::Blosc2Opener;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -37,8 +38,8 @@ pub struct Blosc2Source {
     reverse_units: bool,
     /// Zone maps by file, shared by the scans of one format; `None`: off.
     zone_maps: Option<Arc<FileZoneMaps>>,
-    /// Local reads shared by the scans of one format.
-    local: LocalReads,
+    /// How the scan opens files (local reads and the cache shared by one format's scans).
+    files: ListedFiles,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -62,7 +63,7 @@ impl Blosc2Source {
             filters: Vec::new(),
             reverse_units: false,
             zone_maps: None,
-            local: LocalReads::default(),
+            files: ListedFiles::default(),
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
@@ -73,9 +74,9 @@ impl Blosc2Source {
         self
     }
 
-    /// This scan reading local files with the buffers of `local`.
-    pub(crate) fn with_local_reads(mut self, local: LocalReads) -> Self {
-        self.local = local;
+    /// This scan opening its files through `files`.
+    pub(crate) fn with_listed_files(mut self, files: ListedFiles) -> Self {
+        self.files = files;
         self
     }
 
@@ -100,7 +101,7 @@ impl FileSource for Blosc2Source {
             filters: self.filters.clone(),
             reverse_units: self.reverse_units,
             zone_maps: self.zone_maps.clone(),
-            local: self.local.clone(),
+            files: self.files.clone(),
             batch_size: self.batch_size.unwrap_or(8192).max(1),
             limit: base_config.limit,
             block_threads: (threads / base_config.file_groups.len().max(1)).max(1),

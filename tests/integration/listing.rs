@@ -257,6 +257,52 @@ async fn metric(ctx: &SessionContext, sql: &str, name: &str) -> usize {
         .unwrap()
 }
 
+/// Files opened once are kept in the session's file metadata cache (schema inference
+/// opens them): every later open, by any byte range of any query, takes them from it, and
+/// the rows are those of a session whose cache keeps nothing.
+#[tokio::test]
+async fn listing_tables_keep_opened_files_in_the_session_cache() {
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    let cases = [
+        (
+            "b2nd/geom-1d-big.b2nd",
+            "SELECT sum(dim_0 * 2), count(value) FROM t",
+        ),
+        (
+            "b2nd/geom-2d-tiles.b2nd",
+            "SELECT * FROM t WHERE dim_0 BETWEEN 3 AND 9",
+        ),
+        ("ctable/people.b2z", "SELECT * FROM t WHERE id > 1"),
+    ];
+    for (rel, sql) in cases {
+        let path = fixture(rel);
+        let ext = format!(".{}", rel.rsplit('.').next().unwrap());
+        let cached = session(3, true);
+        register(&cached, path.to_str().unwrap(), &ext, vec![]).await;
+        let mut cfg = SessionConfig::new().with_target_partitions(3);
+        cfg.options_mut().optimizer.repartition_file_min_size = 0;
+        let runtime = RuntimeEnvBuilder::new()
+            .with_metadata_cache_limit(0)
+            .build_arc()
+            .unwrap();
+        let uncached = SessionContext::new_with_config_rt(cfg, runtime);
+        register(&uncached, path.to_str().unwrap(), &ext, vec![]).await;
+        for _ in 0..2 {
+            let opened = metric(&cached, sql, "files_opened").await;
+            assert!(opened >= 1, "{rel}");
+            assert_eq!(
+                metric(&cached, sql, "files_from_cache").await,
+                opened,
+                "{rel}"
+            );
+        }
+        assert_eq!(metric(&uncached, sql, "files_from_cache").await, 0, "{rel}");
+        let want = sorted(query(&uncached, sql).await);
+        assert!(!want.is_empty(), "{rel}");
+        assert_eq!(sorted(query(&cached, sql).await), want, "{rel}");
+    }
+}
+
 /// Filters prune the units their statistics rule out: a coordinate range (static), a
 /// TopK's threshold (dynamic), with the same rows as the crate's reader gives.
 #[tokio::test]

@@ -1,0 +1,288 @@
+//! How a listing table's scans open the files it lists: [`ListedFiles`].
+//!
+//! A local file is read with the crate's own reads (one file-system handle and one pool
+//! of read buffers per [`super::Blosc2Format`]). An opened file (its frame index,
+//! layers, a table's opened columns) is kept in the session's file metadata cache
+//! (`RuntimeEnv::cache_manager`, the cache DataFusion's Parquet scans keep footers in),
+//! so that later queries, and the other byte ranges of the same query, do not open it
+//! again. The cache bounds what it keeps by [`Dataset::heap_bytes`]; the chunks a
+//! scan's reads keep are never cached (each open takes a [`Dataset::detached`] copy).
+
+use super::to_df;
+use crate::dataset::{Dataset, OpenOptions};
+use crate::io::Location;
+use datafusion::common::HashMap;
+use datafusion::error::Result;
+use datafusion::execution::cache::cache_manager::{
+    CachedFileMetadataEntry, FileMetadata, FileMetadataCache,
+};
+use object_store::{ObjectMeta, ObjectStore};
+use std::any::Any;
+use std::sync::Arc;
+
+/// Opens the objects a listing lists, through the session's file metadata cache when it
+/// has one.
+#[derive(Clone, Default)]
+pub(crate) struct ListedFiles {
+    local: LocalReads,
+    cache: Option<Arc<FileMetadataCache>>,
+}
+
+impl std::fmt::Debug for ListedFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListedFiles")
+            .field("cached", &self.cache.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether an open found the file in the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opened {
+    /// Opened from its bytes.
+    Read,
+    /// Taken from the file metadata cache.
+    Cached,
+}
+
+impl ListedFiles {
+    /// Opening with `local`'s reads, without a cache.
+    pub(crate) fn new(local: LocalReads) -> Self {
+        ListedFiles { local, cache: None }
+    }
+
+    /// The same, keeping opened files in `cache`.
+    pub(crate) fn with_cache(mut self, cache: Arc<FileMetadataCache>) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The dataset of the object `meta` describes in `store`: from the cache when it
+    /// holds this version of the file (same store, size, modification time and ETag),
+    /// else opened and cached. The dataset keeps no chunks from earlier scans.
+    pub(crate) async fn open(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        meta: &ObjectMeta,
+    ) -> Result<(Dataset, Opened)> {
+        let store_name = store.to_string();
+        if let Some(cache) = &self.cache
+            && let Some(entry) = cache.get(&meta.location)
+            && entry.is_valid_for(meta)
+            && entry.meta.e_tag == meta.e_tag
+            && let Some(file) = entry.file_metadata.as_any().downcast_ref::<OpenedFile>()
+            && file.store == store_name
+        {
+            return Ok((file.dataset.detached(), Opened::Cached));
+        }
+        let ds = open_object(store, meta, &self.local).await?;
+        self.keep(store_name, meta, &ds);
+        Ok((ds, Opened::Read))
+    }
+
+    /// Caches `ds` again, now that a scan has opened more of it (a table's columns).
+    pub(crate) fn remember(&self, store: &Arc<dyn ObjectStore>, meta: &ObjectMeta, ds: &Dataset) {
+        self.keep(store.to_string(), meta, ds);
+    }
+
+    fn keep(&self, store: String, meta: &ObjectMeta, ds: &Dataset) {
+        if let Some(cache) = &self.cache {
+            let file = OpenedFile {
+                dataset: ds.detached(),
+                store,
+            };
+            cache.put(
+                &meta.location,
+                CachedFileMetadataEntry::new(meta.clone(), Arc::new(file)),
+            );
+        }
+    }
+}
+
+/// An opened file in the file metadata cache, with the store it was read from (the
+/// cache is keyed by path alone).
+struct OpenedFile {
+    dataset: Dataset,
+    /// How the store prints itself (`LocalFileSystem(file:///)`, `AmazonS3(bucket)`).
+    store: String,
+}
+
+impl FileMetadata for OpenedFile {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn memory_size(&self) -> usize {
+        std::mem::size_of::<Self>() + self.store.len() + self.dataset.heap_bytes()
+    }
+
+    fn extra_info(&self) -> HashMap<String, String> {
+        let kind = match &self.dataset {
+            Dataset::Array(_) => "blosc2 array",
+            Dataset::Table(_) => "blosc2 table",
+        };
+        HashMap::from_iter([("file_type".to_string(), kind.to_string())])
+    }
+}
+
+/// Opens the dataset of one listed object.
+async fn open_object(
+    store: &Arc<dyn ObjectStore>,
+    object: &ObjectMeta,
+    local: &LocalReads,
+) -> Result<Dataset> {
+    let loc = match (local_root(store), local.root()) {
+        // The local file system at its root (DataFusion's store for `file://`): read
+        // with the crate's local path (reads served inline from the page cache, buffers
+        // reused across the files and scans of this format), as a table provider over
+        // the same file does.
+        (true, Some(root)) => {
+            root.sibling(object.location.clone(), format!("/{}", object.location))
+        }
+        _ => Location::new(
+            Arc::clone(store),
+            object.location.clone(),
+            object.location.to_string(),
+        ),
+    };
+    Dataset::open(&loc, &OpenOptions::default())
+        .await
+        .map_err(to_df)
+}
+
+/// The crate's local reads for the files of one [`super::Blosc2Format`]: one file system
+/// handle and one pool of read buffers (bounded, see `io.rs`), shared by every file its
+/// scans open. Each file opened anew got buffers of its own, which a scan then
+/// zero-filled and page-faulted in: a third of a small rectangle query's time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LocalReads(Arc<std::sync::OnceLock<Option<Location>>>);
+
+impl LocalReads {
+    /// The root of the local file system, created on first use; `None` where it cannot
+    /// be (the files are then read through the listing's store).
+    fn root(&self) -> Option<&Location> {
+        self.0.get_or_init(|| Location::local("/").ok()).as_ref()
+    }
+}
+
+/// True for an `object_store` local file system rooted at `/` (told by how it prints
+/// itself: the trait has no downcast).
+fn local_root(store: &Arc<dyn ObjectStore>) -> bool {
+    store.to_string() == "LocalFileSystem(file:///)"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::execution::cache::cache_manager::{CacheManager, CacheManagerConfig};
+    use object_store::memory::InMemory;
+    use object_store::path::Path;
+    use object_store::{ObjectStoreExt, PutPayload};
+
+    /// A store holding the fixtures `names`, and their listings.
+    async fn store_of(names: &[&str]) -> (Arc<dyn ObjectStore>, Vec<ObjectMeta>) {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let mut metas = Vec::new();
+        for name in names {
+            let at = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+            let path = Path::from(*name);
+            let bytes = std::fs::read(&at).unwrap();
+            store.put(&path, PutPayload::from(bytes)).await.unwrap();
+            metas.push(store.head(&path).await.unwrap());
+        }
+        (store, metas)
+    }
+
+    fn cache(limit: usize) -> Arc<FileMetadataCache> {
+        let config = CacheManagerConfig::default().with_metadata_cache_limit(limit);
+        CacheManager::try_new(&config)
+            .unwrap()
+            .get_file_metadata_cache()
+    }
+
+    #[tokio::test]
+    async fn an_opened_file_is_cached_for_its_version_only() {
+        let (store, metas) = store_of(&["b2nd/geom-1d-big.b2nd"]).await;
+        let files = ListedFiles::default().with_cache(cache(1 << 20));
+        let meta = &metas[0];
+        let (first, how) = files.open(&store, meta).await.unwrap();
+        assert_eq!(how, Opened::Read);
+        let (again, how) = files.open(&store, meta).await.unwrap();
+        assert_eq!(how, Opened::Cached);
+        let (Dataset::Array(a), Dataset::Array(b)) = (&first, &again) else {
+            panic!("not arrays");
+        };
+        assert_eq!(a.geometry, b.geometry);
+        assert_eq!(a.read_all().await.unwrap(), b.read_all().await.unwrap());
+        // The same bytes written again (a new time and ETag) are opened anew.
+        let path = &meta.location;
+        let bytes = store.get(path).await.unwrap().bytes().await.unwrap();
+        store.put(path, PutPayload::from(bytes)).await.unwrap();
+        let rewritten = store.head(path).await.unwrap();
+        assert_ne!(rewritten.e_tag, meta.e_tag);
+        assert_eq!(
+            files.open(&store, &rewritten).await.unwrap().1,
+            Opened::Read
+        );
+        assert_eq!(
+            files.open(&store, &rewritten).await.unwrap().1,
+            Opened::Cached
+        );
+        // The ETag alone decides too.
+        let mut tagged = rewritten.clone();
+        tagged.e_tag = Some("another".into());
+        assert_eq!(files.open(&store, &tagged).await.unwrap().1, Opened::Read);
+        // Another array at the same path is read, not the cached one.
+        let other = std::fs::read(format!(
+            "{}/tests/fixtures/b2nd/dtype-le_f8.b2nd",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        store.put(path, PutPayload::from(other)).await.unwrap();
+        let replaced = store.head(path).await.unwrap();
+        let (ds, how) = files.open(&store, &replaced).await.unwrap();
+        assert_eq!(how, Opened::Read);
+        let Dataset::Array(c) = &ds else { panic!() };
+        assert_ne!(c.geometry, a.geometry);
+    }
+
+    #[tokio::test]
+    async fn the_cache_bounds_what_it_keeps_by_heap_size() {
+        let (store, metas) = store_of(&["b2nd/geom-1d-big.b2nd"]).await;
+        let (ds, _) = ListedFiles::default()
+            .open(&store, &metas[0])
+            .await
+            .unwrap();
+        let size = ds.heap_bytes();
+        let Dataset::Array(a) = &ds else { panic!() };
+        assert!(size >= a.geometry.nchunks() as usize * 8, "{size}");
+        // Too small a cache keeps nothing; one big enough keeps the file.
+        for (limit, kept) in [(size / 2, false), (size * 4, true)] {
+            let files = ListedFiles::default().with_cache(cache(limit));
+            files.open(&store, &metas[0]).await.unwrap();
+            let (_, how) = files.open(&store, &metas[0]).await.unwrap();
+            assert_eq!(how == Opened::Cached, kept, "limit {limit}, heap {size}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tables_columns_opened_by_a_scan_are_cached_with_it() {
+        let (store, metas) = store_of(&["ctable/people.b2z"]).await;
+        let files = ListedFiles::default().with_cache(cache(16 << 20));
+        let meta = &metas[0];
+        let (ds, _) = files.open(&store, meta).await.unwrap();
+        let Dataset::Table(t) = &ds else {
+            panic!("not a table")
+        };
+        let before = t.opened_columns().count();
+        let size = ds.heap_bytes();
+        t.open_columns(0..t.specs.len()).await.unwrap();
+        assert!(t.opened_columns().count() > before);
+        assert!(ds.heap_bytes() > size);
+        files.remember(&store, meta, &ds);
+        let (cached, how) = files.open(&store, meta).await.unwrap();
+        assert_eq!(how, Opened::Cached);
+        let Dataset::Table(c) = &cached else { panic!() };
+        assert_eq!(c.opened_columns().count(), t.specs.len());
+    }
+}
