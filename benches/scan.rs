@@ -14,7 +14,8 @@
 //! default writer settings) from the ZSTD Blosc2 tables, so both sides hold the same
 //! values. The table is printed at the end and written to `target/bench-data/scan-table.md`,
 //! with a second one for the single-file arrays read as DataFusion listing tables
-//! (`Blosc2Format`) beside the table provider and Parquet.
+//! (`Blosc2Format`) beside the table provider and Parquet, and a third for a table of
+//! 200 small files (`parts`) read the three ways.
 
 use criterion::Criterion;
 use datafusion::datasource::MemTable;
@@ -290,6 +291,102 @@ fn listing_table(
     }
     format!(
         "| query ({threads} partitions) | table provider ms | listing table ms | Parquet ms | Parquet/listing |\n|---|---|---|---|---|\n{}\n",
+        rows.join("\n")
+    )
+}
+
+/// Queries over `parts` (the walk as 200 files of 50,000 values): a full aggregate, a
+/// little of every file, half of every file.
+const MANY_FILES: &[&str] = &[
+    "SELECT sum(value) FROM parts_{c}",
+    "SELECT count(*), sum(value) FROM parts_{c} WHERE dim_0 BETWEEN 100 AND 199",
+    "SELECT max(value) FROM parts_{c} WHERE dim_0 < 25000",
+];
+
+/// A table of many small files (`parts-{c}/`): the table provider over the directory,
+/// a DataFusion listing table over it, and Parquet (one file per part, written by
+/// DataFusion from each part), in the same rounds. What it times beyond the scans is
+/// per-file work: listing, opening, planning.
+fn many_files_table(rt: &tokio::runtime::Runtime, threads: usize, only: &str) -> String {
+    use datafusion::datasource::listing::ListingOptions;
+    use datafusion_blosc2::provider::Blosc2Format;
+    let cfg = || SessionConfig::new().with_target_partitions(threads);
+    let (b2, lt, pq) = (
+        SessionContext::new_with_config(cfg()),
+        SessionContext::new_with_config(cfg()),
+        SessionContext::new_with_config(cfg()),
+    );
+    for c in CODECS {
+        let dir = data_dir().join(format!("parts-{c}"));
+        let name = format!("parts_{c}");
+        rt.block_on(b2.register_blosc2(&name, dir.to_str().unwrap(), Blosc2Options::default()))
+            .unwrap();
+        let options = ListingOptions::new(Arc::new(Blosc2Format::default()));
+        let url = format!("{}/", dir.display());
+        rt.block_on(lt.register_listing_table(&name, &url, options, None, None))
+            .unwrap();
+    }
+    let parquet = data_dir().join("parts.parquet");
+    if !parquet.join("part-199.parquet").exists() {
+        std::fs::create_dir_all(&parquet).unwrap();
+        let one = SessionContext::new();
+        for k in 0..200 {
+            let part = data_dir().join(format!("parts-zstd/part-{k:03}.b2nd"));
+            let out = parquet.join(format!("part-{k:03}.parquet"));
+            rt.block_on(async {
+                one.register_blosc2("p", part.to_str().unwrap(), Blosc2Options::default())
+                    .await
+                    .unwrap();
+                one.sql(&format!(
+                    "COPY (SELECT * FROM p) TO '{}' STORED AS PARQUET",
+                    out.display()
+                ))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+                one.deregister_table("p").unwrap();
+            });
+        }
+    }
+    for c in CODECS {
+        let url = format!("{}/", parquet.display());
+        rt.block_on(pq.register_parquet(format!("parts_{c}"), &url, Default::default()))
+            .unwrap();
+    }
+    let mut rows = Vec::new();
+    for sql in MANY_FILES.iter().filter(|s| s.contains(only)) {
+        for codec in CODECS {
+            let sql = sql.replace("{c}", codec);
+            let printed_by = |ctx| rt.block_on(printed(ctx, &sql));
+            let (a, b, p) = (printed_by(&b2), printed_by(&lt), printed_by(&pq));
+            assert!(
+                same_numbers(&a, &b) && same_numbers(&a, &p),
+                "{sql}: the three sides disagree:\n{a}\n{b}\n{p}"
+            );
+            let t = interleaved_ms(&mut [
+                &mut || {
+                    rt.block_on(run(&b2, &sql));
+                },
+                &mut || {
+                    rt.block_on(run(&lt, &sql));
+                },
+                &mut || {
+                    rt.block_on(run(&pq, &sql));
+                },
+            ]);
+            rows.push(format!(
+                "| {sql} [{codec}] | {:.1} | {:.1} | {:.1} | {:.2}× |",
+                t[0].median,
+                t[1].median,
+                t[2].median,
+                t[2].median / t[1].median
+            ));
+        }
+    }
+    format!(
+        "| query ({threads} partitions, 200 files) | table provider ms | listing table ms | Parquet ms | Parquet/listing |\n|---|---|---|---|---|\n{}\n",
         rows.join("\n")
     )
 }
@@ -604,7 +701,10 @@ fn main() {
         rows.join("\n")
     );
     let listing = listing_table(&rt, &b2, &pq, threads, &only);
-    let table = format!("{table}\nListing tables (`Blosc2Format`):\n\n{listing}");
+    let many = many_files_table(&rt, threads, &only);
+    let table = format!(
+        "{table}\nListing tables (`Blosc2Format`):\n\n{listing}\nMany small files (`parts`):\n\n{many}"
+    );
     println!("\n{table}");
     std::fs::write(dir.join("../scan-table.md"), table).unwrap();
 }

@@ -15,6 +15,9 @@ each data set twice: with the defaults (ZSTD, shuffle) and with LZ4 (shuffle):
     cats-{zstd,lz4}.b2d    the same 10,000,000 rows with the name twice, as a dictionary
                            column (int32 codes + a BatchArray of the 2,000 names) `name` and
                            as a vlstring column (BatchArray of msgpack strings) `text`
+    parts-{zstd,lz4}/      the walk again as 200 files part-000.b2nd … part-199.b2nd of
+                           50,000 values each (chunks of 10,000): a table of many small
+                           files
 
 Usage: python benches/scan_data.py OUT_DIR   (skips files that exist)
 """
@@ -27,6 +30,7 @@ import numpy as np
 
 N = 10_000_000
 SIDE = 8192
+PARTS = 200
 CODECS = {"zstd": blosc2.Codec.ZSTD, "lz4": blosc2.Codec.LZ4}
 
 
@@ -90,6 +94,14 @@ def main(out):
         p = os.path.join(out, f"walk-{name}.b2nd")
         if not os.path.exists(p):
             blosc2.asarray(walk, urlpath=p, mode="w", chunks=(1_000_000,), cparams=cparams)
+        p = os.path.join(out, f"parts-{name}")
+        if not os.path.exists(os.path.join(p, f"part-{PARTS - 1:03d}.b2nd")):
+            os.makedirs(p, exist_ok=True)
+            n = N // PARTS
+            for k in range(PARTS):
+                f = os.path.join(p, f"part-{k:03d}.b2nd")
+                part = walk[k * n:(k + 1) * n]
+                blosc2.asarray(part, urlpath=f, mode="w", chunks=(10_000,), cparams=cparams)
         p = os.path.join(out, f"ticks-{name}.b2d")
         if not os.path.exists(os.path.join(p, "_meta.b2f")):
             t = blosc2.CTable(Tick, urlpath=p, mode="w", expected_size=N, cparams=cparams)

@@ -120,6 +120,23 @@ impl Dataset {
         }
     }
 
+    /// The compressed bytes of the chunks recent reads keep (see
+    /// [`NdArray::kept_chunk_bytes`]).
+    pub fn kept_chunk_bytes(&self) -> usize {
+        match self {
+            Dataset::Array(a) => a.kept_chunk_bytes(),
+            Dataset::Table(t) => t.kept_chunk_bytes(),
+        }
+    }
+
+    /// Drops the chunks recent reads keep, as when a scan is over.
+    pub fn release_kept_chunks(&self) {
+        match self {
+            Dataset::Array(a) => a.release_kept_chunks(),
+            Dataset::Table(t) => t.release_kept_chunks(),
+        }
+    }
+
     /// An estimate of the heap memory the opened dataset holds: indexes, layers,
     /// metadata and the columns opened so far; not the chunks recent reads keep.
     pub fn heap_bytes(&self) -> usize {

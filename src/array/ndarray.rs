@@ -373,6 +373,18 @@ impl NdArray {
         }
     }
 
+    /// The compressed bytes of the chunks recent reads keep (for scans of chunks in
+    /// parts; at most a few chunks).
+    pub fn kept_chunk_bytes(&self) -> usize {
+        self.recent.lock().whole.iter().map(|(_, b)| b.len()).sum()
+    }
+
+    /// Drops the chunks recent reads keep (shared with this array's clones), as when a
+    /// scan of it is over.
+    pub fn release_kept_chunks(&self) {
+        self.recent.lock().whole.clear();
+    }
+
     /// An estimate of the heap memory this array holds once opened (its container's
     /// index and layers; not the chunks recent reads keep).
     pub fn heap_bytes(&self) -> usize {

@@ -130,6 +130,20 @@ impl TableColumn {
         v
     }
 
+    /// The column's arrays (values, offsets, codes and null mask).
+    fn arrays(&self) -> Vec<&NdArray> {
+        let mut v: Vec<&NdArray> = match &self.storage {
+            ColumnStorage::Fixed(a) => vec![a],
+            ColumnStorage::Utf8 { offsets, data } => vec![offsets, data],
+            ColumnStorage::Dictionary { codes, .. } => vec![codes],
+            ColumnStorage::Var { .. } | ColumnStorage::Items { .. } => Vec::new(),
+        };
+        if let NullRule::Mask(Some(m)) = &self.nulls {
+            v.push(m);
+        }
+        v
+    }
+
     /// An estimate of the heap memory the opened column holds (see
     /// [`NdArray::heap_bytes`]; a dictionary's values included).
     pub fn heap_bytes(&self) -> usize {
@@ -260,6 +274,22 @@ impl Table {
         }
         t.valid = t.valid.as_ref().map(NdArray::detached);
         t
+    }
+
+    /// The arrays of the columns opened so far, and `_valid_rows`.
+    fn open_arrays(&self) -> impl Iterator<Item = &NdArray> {
+        let columns = self.opened_columns().flat_map(|(_, c)| c.arrays());
+        columns.chain(self.valid.iter())
+    }
+
+    /// The compressed bytes of the chunks its columns' recent reads keep.
+    pub fn kept_chunk_bytes(&self) -> usize {
+        self.open_arrays().map(NdArray::kept_chunk_bytes).sum()
+    }
+
+    /// Drops the chunks its columns' recent reads keep.
+    pub fn release_kept_chunks(&self) {
+        self.open_arrays().for_each(NdArray::release_kept_chunks);
     }
 
     /// An estimate of the heap memory the table holds: its metadata, the columns opened

@@ -35,6 +35,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Scan of a Blosc2 dataset.
 #[derive(Debug, Clone)]
@@ -61,6 +62,34 @@ pub struct Blosc2Exec {
     dynamic: Option<Arc<DynamicPruning>>,
     /// Each partition reads its units last first (a `dim_k DESC` order was pushed down).
     reversed: bool,
+    /// `Some`: the streams of this scan that are live; the last one to end drops the
+    /// chunks the dataset's reads keep.
+    release: Option<Arc<AtomicUsize>>,
+}
+
+/// Held by each stream of a scan that releases its kept chunks: the last one dropped
+/// (its stream ended or was cancelled) drops the chunks.
+struct ReleaseWhenDone {
+    ds: Arc<Dataset>,
+    live: Arc<AtomicUsize>,
+}
+
+impl ReleaseWhenDone {
+    fn new(ds: &Arc<Dataset>, live: &Arc<AtomicUsize>) -> Self {
+        live.fetch_add(1, Ordering::SeqCst);
+        ReleaseWhenDone {
+            ds: Arc::clone(ds),
+            live: Arc::clone(live),
+        }
+    }
+}
+
+impl Drop for ReleaseWhenDone {
+    fn drop(&mut self) {
+        if self.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.ds.release_kept_chunks();
+        }
+    }
 }
 
 /// Splits `units` into at most `n` contiguous groups of similar estimated cost
@@ -169,7 +198,16 @@ impl Blosc2Exec {
             summaries: None,
             dynamic: None,
             reversed: false,
+            release: None,
         }
+    }
+
+    /// This scan dropping the chunks its reads keep when its last stream ends, so that
+    /// the dataset holds none between scans (members of a multi-file table: each would
+    /// keep a few chunks, and a table of many members would hold many).
+    pub(crate) fn releasing_kept_chunks(mut self) -> Self {
+        self.release = Some(Arc::default());
+        self
     }
 
     /// This scan taking dynamic filters (a hash join's key bounds, a TopK's threshold)
@@ -395,8 +433,14 @@ impl ExecutionPlan for Blosc2Exec {
             .as_deref()
             .and_then(|d| Probe::new(&self.ds, &self.reader, d))
             .map(Arc::new);
+        let release = self
+            .release
+            .as_ref()
+            .map(|live| ReleaseWhenDone::new(&self.ds, live));
         let stream =
             futures::stream::unfold((units, 0usize, None), move |(mut it, produced, mut acc)| {
+                // Dropped with the stream.
+                let _ = &release;
                 let reader = reader.clone();
                 let probe = probe.clone();
                 let dynamic = dynamic.clone();

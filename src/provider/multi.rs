@@ -2,7 +2,8 @@
 //! directory that is not itself a container (its `.b2nd`, `.b2frame`, `.b2f`, `.b2z` and
 //! `.b2d` entries, and those of its hive partition directories, `year=2024/…`). Each
 //! member is a [`Blosc2Table`] (its own pushdown, pruning, zone maps and statistics); the
-//! scan is the union of the members' scans, in path order.
+//! scan is the union of the members' scans, in path order. A member's scan drops the
+//! chunks its reads keep when it ends (400 members kept 105 MB between queries).
 //!
 //! Array members keep their own coordinates: `dim_k` restarts at 0 in each file. After
 //! the members' columns come the path columns, whose values come from each member's path:
@@ -132,7 +133,9 @@ impl Blosc2MultiTable {
                 }
                 Ok(Member {
                     rel,
-                    table: t.with_schema_metadata(meta.clone()),
+                    table: t
+                        .with_schema_metadata(meta.clone())
+                        .with_kept_chunks_released(),
                     values,
                 })
             })

@@ -47,6 +47,8 @@ pub struct Blosc2Table {
     value_pruning: bool,
     zone_maps: Option<Arc<ZoneMaps>>,
     summaries: Arc<SummaryCache>,
+    /// Scans drop the chunks their reads keep when they end.
+    release_kept_chunks: bool,
 }
 
 impl Blosc2Table {
@@ -66,7 +68,16 @@ impl Blosc2Table {
             value_pruning: true,
             zone_maps: Some(Arc::default()),
             summaries: Arc::default(),
+            release_kept_chunks: false,
         }
+    }
+
+    /// Scans of this table drop the chunks their reads keep (a few chunks, for units
+    /// smaller than a chunk) when they end, instead of keeping them for the next query.
+    /// For the members of a multi-file table, which would hold a few chunks each.
+    pub fn with_kept_chunks_released(mut self) -> Self {
+        self.release_kept_chunks = true;
+        self
     }
 
     /// Turns value pruning (skipping zones on min/max statistics) on or off.
@@ -368,6 +379,10 @@ impl Blosc2Table {
         // Dynamic filters prune on statistics as value pruning does: with it, or not at all.
         let exec = match self.value_pruning {
             true => exec.with_dynamic_filters(Arc::clone(&self.summaries)),
+            false => exec,
+        };
+        let exec = match self.release_kept_chunks {
+            true => exec.releasing_kept_chunks(),
             false => exec,
         };
         Ok(Arc::new(exec))

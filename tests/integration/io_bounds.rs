@@ -378,3 +378,49 @@ async fn partition_walks_are_bounded() {
     let e = open(d.path().to_path_buf()).await;
     assert!(e.contains("loop"), "{e}");
 }
+
+/// The members of a multi-file table keep no chunks once a scan of them is over (each
+/// would keep a few, and many members add up); a single-file table keeps its few for the
+/// next query. Both answer a second query alike.
+#[tokio::test]
+async fn multi_file_members_keep_no_chunks_after_a_scan() {
+    use datafusion::prelude::SessionContext;
+    use datafusion_blosc2::provider::{
+        Blosc2MultiTable, Blosc2Options, Blosc2SessionExt, Blosc2Table,
+    };
+    let ctx = SessionContext::new();
+    for (name, rel) in [
+        ("many", "partitioned/temps"),
+        ("one", "b2nd/geom-1d-big.b2nd"),
+    ] {
+        let path = fixture(rel);
+        ctx.register_blosc2(name, path.to_str().unwrap(), Blosc2Options::default())
+            .await
+            .unwrap();
+    }
+    let sum = |t: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            let sql = format!("SELECT count(*), sum(value) FROM {t}");
+            let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+            (0..b[0].num_columns())
+                .map(|c| json_of(b[0].column(c).as_ref(), 0))
+                .collect::<Vec<Value>>()
+        }
+    };
+    let first = sum("many").await;
+    assert_eq!(sum("many").await, first);
+    let many = ctx.table_provider("many").await.unwrap();
+    let many = many.downcast_ref::<Blosc2MultiTable>().unwrap();
+    let mut members = 0;
+    for (rel, t) in many.members() {
+        assert_eq!(t.dataset().kept_chunk_bytes(), 0, "{rel}");
+        members += 1;
+    }
+    assert!(members > 1);
+    let first = sum("one").await;
+    assert_eq!(sum("one").await, first);
+    let one = ctx.table_provider("one").await.unwrap();
+    let one = one.downcast_ref::<Blosc2Table>().unwrap();
+    assert!(one.dataset().kept_chunk_bytes() > 0);
+}
