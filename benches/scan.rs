@@ -337,15 +337,7 @@ fn many_files_table(rt: &tokio::runtime::Runtime, threads: usize, only: &str) ->
                 one.register_blosc2("p", part.to_str().unwrap(), Blosc2Options::default())
                     .await
                     .unwrap();
-                one.sql(&format!(
-                    "COPY (SELECT * FROM p) TO '{}' STORED AS PARQUET",
-                    out.display()
-                ))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
+                write_parquet(&one, "p", &out).await;
                 one.deregister_table("p").unwrap();
             });
         }
@@ -419,15 +411,7 @@ async fn contexts(partitions: usize) -> (SessionContext, SessionContext) {
         }
         let parquet = dir.join(format!("{name}.parquet"));
         if !parquet.exists() {
-            b2.sql(&format!(
-                "COPY (SELECT * FROM {name}_zstd) TO '{}' STORED AS PARQUET",
-                parquet.display()
-            ))
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+            write_parquet(&b2, &format!("{name}_zstd"), &parquet).await;
         }
         for c in CODECS {
             pq.register_parquet(
@@ -440,6 +424,16 @@ async fn contexts(partitions: usize) -> (SessionContext, SessionContext) {
         }
     }
     (b2, pq)
+}
+
+/// Writes every row of `table` to the Parquet file `out` (DataFusion's default writer
+/// settings).
+async fn write_parquet(ctx: &SessionContext, table: &str, out: &std::path::Path) {
+    let sql = format!(
+        "COPY (SELECT * FROM {table}) TO '{}' STORED AS PARQUET",
+        out.display()
+    );
+    ctx.sql(&sql).await.unwrap().collect().await.unwrap();
 }
 
 /// Runs `sql` to completion; returns the number of rows.
