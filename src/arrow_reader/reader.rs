@@ -449,23 +449,31 @@ impl BatchReader {
         let n = (rows.end - rows.start) as usize;
         let empty = || Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
         let mut keep = BooleanBuffer::new_set(n);
-        let mut records: Vec<(usize, Vec<u8>)> = Vec::with_capacity(self.text_matches.len());
+        // The matched columns' values: fixed-width records or variable-length items.
+        let mut records: Vec<(usize, ColumnData)> = Vec::with_capacity(self.text_matches.len());
         for (p, m) in &self.text_matches {
             if m.matches_nothing() {
                 return empty();
             }
             if !records.iter().any(|(q, _)| q == p) {
-                let ColumnData::Fixed(bytes) = t.read_column(*p, rows.clone(), stats).await? else {
+                let data = t.read_column(*p, rows.clone(), stats).await?;
+                records.push((*p, data));
+            }
+            let (_, data) = records.iter().find(|(q, _)| q == p).expect("just read");
+            let kept = match data {
+                ColumnData::Fixed(bytes) if !m.on_items() => {
+                    let size = t.open_column(*p).await?.dtype().itemsize();
+                    m.keep(bytes, n, size, 0)
+                }
+                ColumnData::Var(items) if m.on_items() => m.keep_items(items, n),
+                _ => {
                     return Err(Error::InvalidArgument(format!(
-                        "column {p} of {} is not fixed-width text",
+                        "column {p} of {} is not the text its match expects",
                         t.display()
                     )));
-                };
-                records.push((*p, bytes));
-            }
-            let (_, bytes) = records.iter().find(|(q, _)| q == p).expect("just read");
-            let size = t.open_column(*p).await?.dtype().itemsize();
-            keep = &keep & &m.keep(bytes, n, size, 0);
+                }
+            };
+            keep = &keep & &kept;
             if keep.count_set_bits() == 0 {
                 return empty();
             }
@@ -481,7 +489,19 @@ impl BatchReader {
         let mut cols = Vec::with_capacity(self.projection.len());
         for &p in &self.projection {
             let arr = match records.iter().find(|(q, _)| *q == p) {
-                Some((_, bytes)) => {
+                Some((_, ColumnData::Var(items))) => {
+                    let c = t.open_column(p).await?;
+                    let ColumnStorage::Var { kind, .. } = &c.storage else {
+                        unreachable!("items come from BatchArray columns")
+                    };
+                    let what = || format!("{}: column {:?}", t.display(), c.name);
+                    let arr = items_array(*kind, kept_items(items, &keep), &what)?;
+                    let arr = self
+                        .table_nulls(t, p, arr, rows.clone(), Some(&keep), stats)
+                        .await?;
+                    cast_to(arr, self.full.field(p).data_type())?
+                }
+                Some((_, ColumnData::Fixed(bytes))) => {
                     let d = t.open_column(p).await?.dtype();
                     let size = d.itemsize();
                     let packed = kept_records(bytes, &keep, size);
@@ -491,7 +511,8 @@ impl BatchReader {
                         .await?;
                     cast_to(arr, self.full.field(p).data_type())?
                 }
-                None => {
+                // Not matched (matched columns are records or items: checked above).
+                _ => {
                     let arr = self.table_array(t, p, rows.clone(), stats).await?;
                     arrow::compute::filter(&arr, &filter)
                         .map_err(|e| Error::InvalidArgument(e.to_string()))?
@@ -606,6 +627,26 @@ fn kept_records(data: &[u8], keep: &BooleanBuffer, size: usize) -> Vec<u8> {
         packed.extend_from_slice(&data[i * size..][..size]);
     }
     packed
+}
+
+/// The items `keep` marks, in order (their presence kept when some are `nil`).
+fn kept_items(v: &VarValues, keep: &BooleanBuffer) -> VarValues {
+    let kept = keep.count_set_bits();
+    let mut out = VarValues {
+        offsets: Vec::with_capacity(kept + 1),
+        data: Vec::new(),
+        present: Vec::with_capacity(if v.present.is_empty() { 0 } else { kept }),
+    };
+    out.offsets.push(0);
+    for i in keep.set_indices() {
+        let (a, b) = (v.offsets[i] as usize, v.offsets[i + 1] as usize);
+        out.data.extend_from_slice(&v.data[a..b]);
+        out.offsets.push(out.data.len() as i64);
+        if !v.present.is_empty() {
+            out.present.push(v.present[i]);
+        }
+    }
+    out
 }
 
 /// The elements of box `bx` of an array of a [`direct_primitive`] dtype, in C order, in

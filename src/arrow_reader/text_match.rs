@@ -10,12 +10,14 @@
 //! holding U+FFFD could equal records with invalid units (which convert to U+FFFD), so
 //! [`TextMatch::new`] declines it and the scan keeps every row.
 
+use crate::array::batch_array::VarValues;
 use arrow::buffer::BooleanBuffer;
 /// The padded records that equal one of a filter's texts, for one `U<n>` (or `S<n>`)
-/// column.
+/// column; or the variable-length items (UTF-8 text or bytes of a BatchArray column,
+/// such as a CTable `vlstring`) that do ([`TextMatch::items`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextMatch {
-    /// Record size in bytes (`4 * n`).
+    /// Record size in bytes (`4 * n`); 0 for variable-length items.
     size: usize,
     /// The texts that some record can equal, each as the record it would be; or, for
     /// [`TextMatch::prefixes`], the code units a record must start with.
@@ -77,6 +79,46 @@ impl TextMatch {
         }
     }
 
+    /// The variable-length items (a BatchArray column's texts as UTF-8, or its byte
+    /// strings) equal to one of `values`, or starting with one of them when `prefix`.
+    /// Text items are valid UTF-8 (their conversion checks it), so equal bytes are equal
+    /// strings.
+    pub fn items(values: Vec<Vec<u8>>, prefix: bool) -> Self {
+        let mut needles: Vec<Vec<u8>> = Vec::with_capacity(values.len());
+        for v in values {
+            if !needles.contains(&v) {
+                needles.push(v);
+            }
+        }
+        TextMatch {
+            size: 0,
+            needles,
+            prefix,
+        }
+    }
+
+    /// True for a test on variable-length items ([`TextMatch::items`]).
+    pub fn on_items(&self) -> bool {
+        self.size == 0
+    }
+
+    /// For each of the `n` items of `v`, whether it is present (not `nil`) and equals
+    /// (or starts with) one of the values.
+    pub fn keep_items(&self, v: &VarValues, n: usize) -> BooleanBuffer {
+        let item = |i: usize| -> &[u8] {
+            let (a, b) = (v.offsets.get(i), v.offsets.get(i + 1));
+            match (a, b) {
+                (Some(&a), Some(&b)) => v.data.get(a as usize..b as usize).unwrap_or(&[]),
+                _ => &[],
+            }
+        };
+        let kept = self.keep_by(n, item);
+        match v.present.is_empty() {
+            true => kept,
+            false => &kept & &BooleanBuffer::collect_bool(n, |i| v.present.get(i) == Some(&true)),
+        }
+    }
+
     /// True when no record can match (every text was too long or ended in NUL).
     pub fn matches_nothing(&self) -> bool {
         self.needles.is_empty()
@@ -89,7 +131,13 @@ impl TextMatch {
     /// When `data` is shorter than the `n` records (the caller sizes it from the same
     /// geometry).
     pub fn keep(&self, data: &[u8], n: usize, stride: usize, offset: usize) -> BooleanBuffer {
-        let rec = |i: usize| &data[i * stride + offset..][..self.size];
+        self.keep_by(n, |i| &data[i * stride + offset..][..self.size])
+    }
+
+    /// Whether each of `n` records (or items), `rec(i)`, equals (or starts with) one of
+    /// the needles.
+    #[inline(always)]
+    fn keep_by<'a>(&self, n: usize, rec: impl Fn(usize) -> &'a [u8]) -> BooleanBuffer {
         if self.prefix {
             return BooleanBuffer::collect_bool(n, |i| {
                 self.needles.iter().any(|p| rec(i).starts_with(p))
@@ -418,6 +466,59 @@ mod timing {
                 best = best.min(t.elapsed().as_secs_f64());
             }
             println!("{k} texts: {:.2} ns/record", best * 1e9 / n as f64);
+        }
+    }
+
+    /// Variable-length items: `keep_items` keeps exactly the present items equal to (or
+    /// starting with) a value, for one value and for many (the hashed path), with items
+    /// shorter, longer and of the same head as the values, and `nil` ones.
+    #[test]
+    fn keep_items_equals_comparing_items() {
+        let items: [Option<&str>; 9] = [
+            Some(""),
+            Some("a"),
+            Some("ab"),
+            None,
+            Some("abcdefghij"),
+            Some("abcdefghi"),
+            Some("日本"),
+            Some("ab\0"),
+            Some("b"),
+        ];
+        let mut v = VarValues {
+            offsets: vec![0],
+            data: Vec::new(),
+            present: Vec::new(),
+        };
+        for it in items {
+            v.data.extend_from_slice(it.unwrap_or("").as_bytes());
+            v.offsets.push(v.data.len() as i64);
+            v.present.push(it.is_some());
+        }
+        let sets: [&[&str]; 5] = [
+            &[""],
+            &["ab"],
+            &["abcdefghij", "日本", "zz"],
+            &["a", "b", "", "abcdefghi", "x", "y", "z", "w", "v"],
+            &["nothing"],
+        ];
+        for set in sets {
+            for prefix in [false, true] {
+                let m =
+                    TextMatch::items(set.iter().map(|s| s.as_bytes().to_vec()).collect(), prefix);
+                assert!(m.on_items());
+                let got: Vec<bool> = m.keep_items(&v, items.len()).iter().collect();
+                let want: Vec<bool> = items
+                    .iter()
+                    .map(|it| {
+                        it.is_some_and(|s| {
+                            set.iter()
+                                .any(|t| if prefix { s.starts_with(t) } else { s == *t })
+                        })
+                    })
+                    .collect();
+                assert_eq!(got, want, "{set:?} prefix {prefix}");
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ use super::computed::{ComputedColumns, full_schema};
 use super::exec::Blosc2Exec;
 use super::prune::{PruneReport, SummaryCache, ZoneMaps, exact_extrema, prune_units};
 use super::pushdown::{self, Needles};
+use crate::array::batch_array::ItemKind;
 use crate::array::dtype::{DType, Endian};
 use crate::array::ndarray::NdArray;
 use crate::array::table::{ColumnStorage, Table};
@@ -413,14 +414,26 @@ async fn text_matches(
             continue;
         };
         let c = t.open_column(p).await.map_err(super::to_df)?;
-        if let ColumnStorage::Fixed(a) = &c.storage
-            && a.geometry.ndim() == 1
-            && let Some(m) = record_match(&a.dtype, &needles)
-        {
-            out.push((p, Arc::new(m)));
-        }
+        let m = match &c.storage {
+            ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => record_match(&a.dtype, &needles),
+            ColumnStorage::Var { kind, .. } => item_match(*kind, needles),
+            _ => None,
+        };
+        out.extend(m.map(|m| (p, Arc::new(m))));
     }
     Ok(out)
+}
+
+/// The test on the variable-length items of a BatchArray column (`vlstring`,
+/// `vlbytes`) for `needles`: texts and prefixes on text items, byte strings on bytes.
+fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
+    let bytes = |texts: Vec<String>| texts.into_iter().map(String::into_bytes).collect();
+    match (kind, needles) {
+        (ItemKind::Text, Needles::Text(texts)) => Some(TextMatch::items(bytes(texts), false)),
+        (ItemKind::Text, Needles::Prefix(texts)) => Some(TextMatch::items(bytes(texts), true)),
+        (ItemKind::Bytes, Needles::Bytes(values)) => Some(TextMatch::items(values, false)),
+        _ => None,
+    }
 }
 
 /// The same for the `value` column of an array of a `U<n>` or `S<n>` dtype.

@@ -504,6 +504,37 @@ async fn byte_equalities_match_unpushed_filters() {
     check_text_filters("bcolz/ctable", "id, name", "id", &cases).await;
 }
 
+/// The same for the BatchArray-backed columns of a CTable: a nullable `vlstring` (`nil`
+/// items, `''`, non-ASCII, one value of 70,000 letters) and a `vlbytes` column, whose
+/// items the scan tests before converting them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_equalities_match_unpushed_filters() {
+    let cases = [
+        ("note = ''", true, true),
+        ("note = 'ⓡⲤ⨬'", true, true),
+        ("'ⶺ' = note", true, true),
+        ("note IN ('ⓡⲤ⨬', 'ⶺ', 'nothing')", true, true),
+        ("note = 'ⓡⲤ⨬' OR note = ''", true, true),
+        ("note = 'nothing'", true, false),
+        ("note = 'ⓡⲤ'", true, false),
+        ("note = repeat('x', 70000)", true, true),
+        ("note = repeat('x', 69999)", true, false),
+        ("note LIKE 'é%'", true, true),
+        ("note LIKE 'éééé%'", true, true),
+        ("note LIKE 'ⓡⲤ%'", true, true),
+        ("note LIKE 'zzz%'", true, false),
+        ("note = 'ⶺ' AND i > 1200", true, true),
+        ("note = 'ⶺ' AND blob = 'Bz'", true, false),
+        ("blob = 'Bz'", true, true),
+        ("blob = ''", true, true),
+        ("blob IN ('~', 't', 'none')", true, true),
+        ("note = 'ⶺ' OR i = 5", false, true),
+        ("note <> ''", false, true),
+        ("note LIKE '%é'", false, true),
+    ];
+    check_text_filters("ctable/varlen.b2d", "i, note, blob", "i", &cases).await;
+}
+
 /// Each filter of `cases` over the fixture `rel`, selecting `cols` ordered by `key`, gives
 /// what the same query gives on the table opened with pruning off; `EXPLAIN` shows whether
 /// the scan tested it on the records, and the rows are there or not as the case says.
