@@ -234,6 +234,39 @@ impl BatchArray {
         Ok(out)
     }
 
+    /// Which of the items `rows` are present (not `nil`) and pass `test`, and those
+    /// items, as [`BatchArray::read`] gives them: the others are scanned but not copied.
+    ///
+    /// # Errors
+    /// As [`BatchArray::read`].
+    pub async fn read_where(
+        &self,
+        rows: Range<u64>,
+        kind: ItemKind,
+        stats: &mut ReadStats,
+        test: impl Fn(&[u8]) -> bool,
+    ) -> Result<(Vec<bool>, VarValues)> {
+        let mut keep = Vec::with_capacity(rows.end.saturating_sub(rows.start) as usize);
+        let mut out = VarValues::new();
+        self.each_item(rows, stats, |index, at, item| {
+            let kept = match (item, kind) {
+                (Item::Nil, _) => false,
+                (Item::Str(s), ItemKind::Text) | (Item::Bin(s), ItemKind::Bytes) => {
+                    let kept = test(s);
+                    if kept {
+                        out.push(Some(s));
+                    }
+                    kept
+                }
+                (item, kind) => return Err(not_of_kind(index, at, &item, kind)),
+            };
+            keep.push(kept);
+            Ok(())
+        })
+        .await?;
+        Ok((keep, out))
+    }
+
     /// The items `rows` as msgpack values, whatever they are.
     ///
     /// # Errors

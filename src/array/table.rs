@@ -768,6 +768,27 @@ impl Table {
         }
     }
 
+    /// For a column of variable-length items (`vlstring`, `vlbytes`): which of `rows`
+    /// hold an item that passes `test`, and those items ([`BatchArray::read_where`]);
+    /// `None` for other columns.
+    ///
+    /// # Errors
+    /// IO and decoding errors.
+    pub async fn read_items_where(
+        &self,
+        col: usize,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+        test: impl Fn(&[u8]) -> bool,
+    ) -> Result<Option<(Vec<bool>, VarValues)>> {
+        match &self.open_column(col).await?.storage {
+            ColumnStorage::Var { items, kind } => {
+                Ok(Some(items.read_where(rows, *kind, stats, test).await?))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Not-null mask bytes of column `col` for `rows` (1 = present), if the column has a mask.
     ///
     /// # Errors

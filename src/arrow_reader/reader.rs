@@ -449,31 +449,49 @@ impl BatchReader {
         let n = (rows.end - rows.start) as usize;
         let empty = || Ok(RecordBatch::new_empty(Arc::clone(&self.schema)));
         let mut keep = BooleanBuffer::new_set(n);
-        // The matched columns' values: fixed-width records or variable-length items.
-        let mut records: Vec<(usize, ColumnData)> = Vec::with_capacity(self.text_matches.len());
-        for (p, m) in &self.text_matches {
-            if m.matches_nothing() {
+        // The matched columns' values: fixed-width records, or the variable-length items
+        // that passed (with the rows they are).
+        let mut records: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut items: Vec<(usize, BooleanBuffer, VarValues)> = Vec::new();
+        let mut columns: Vec<usize> = self.text_matches.iter().map(|(p, _)| *p).collect();
+        columns.sort_unstable();
+        columns.dedup();
+        for p in columns {
+            let ms: Vec<&TextMatch> = self
+                .text_matches
+                .iter()
+                .filter(|(q, _)| *q == p)
+                .map(|(_, m)| m.as_ref())
+                .collect();
+            if ms.iter().any(|m| m.matches_nothing()) {
                 return empty();
             }
-            if !records.iter().any(|(q, _)| q == p) {
-                let data = t.read_column(*p, rows.clone(), stats).await?;
-                records.push((*p, data));
-            }
-            let (_, data) = records.iter().find(|(q, _)| q == p).expect("just read");
-            let kept = match data {
-                ColumnData::Fixed(bytes) if !m.on_items() => {
-                    let size = t.open_column(*p).await?.dtype().itemsize();
-                    m.keep(bytes, n, size, 0)
-                }
-                ColumnData::Var(items) if m.on_items() => m.keep_items(items, n),
-                _ => {
-                    return Err(Error::InvalidArgument(format!(
-                        "column {p} of {} is not the text its match expects",
-                        t.display()
-                    )));
-                }
+            let mismatch = || {
+                Error::InvalidArgument(format!(
+                    "column {p} of {} is not the text its match expects",
+                    t.display()
+                ))
             };
-            keep = &keep & &kept;
+            if ms.iter().all(|m| m.on_items()) {
+                // Tested as they are scanned: only the items that pass are copied.
+                let tests: Vec<_> = ms.iter().map(|m| m.item_test()).collect();
+                let (passed, values) = t
+                    .read_items_where(p, rows.clone(), stats, |r| tests.iter().all(|f| f(r)))
+                    .await?
+                    .ok_or_else(mismatch)?;
+                let passed = BooleanBuffer::from(passed);
+                keep = &keep & &passed;
+                items.push((p, passed, values));
+            } else {
+                let ColumnData::Fixed(bytes) = t.read_column(p, rows.clone(), stats).await? else {
+                    return Err(mismatch());
+                };
+                let size = t.open_column(p).await?.dtype().itemsize();
+                for m in ms {
+                    keep = &keep & &m.keep(&bytes, n, size, 0);
+                }
+                records.push((p, bytes));
+            }
             if keep.count_set_bits() == 0 {
                 return empty();
             }
@@ -488,20 +506,24 @@ impl BatchReader {
         let filter = BooleanArray::new(keep.clone(), None);
         let mut cols = Vec::with_capacity(self.projection.len());
         for &p in &self.projection {
-            let arr = match records.iter().find(|(q, _)| *q == p) {
-                Some((_, ColumnData::Var(items))) => {
+            let matched_items = items.iter().find(|(q, ..)| *q == p);
+            let arr = match (matched_items, records.iter().find(|(q, _)| *q == p)) {
+                (Some((_, passed, values)), _) => {
                     let c = t.open_column(p).await?;
                     let ColumnStorage::Var { kind, .. } = &c.storage else {
                         unreachable!("items come from BatchArray columns")
                     };
                     let what = || format!("{}: column {:?}", t.display(), c.name);
-                    let arr = items_array(*kind, kept_items(items, &keep), &what)?;
+                    // Of the items that passed, those of the rows kept in the end.
+                    let still =
+                        BooleanBuffer::from_iter(passed.set_indices().map(|i| keep.value(i)));
+                    let arr = items_array(*kind, kept_items(values, &still), &what)?;
                     let arr = self
                         .table_nulls(t, p, arr, rows.clone(), Some(&keep), stats)
                         .await?;
                     cast_to(arr, self.full.field(p).data_type())?
                 }
-                Some((_, ColumnData::Fixed(bytes))) => {
+                (None, Some((_, bytes))) => {
                     let d = t.open_column(p).await?.dtype();
                     let size = d.itemsize();
                     let packed = kept_records(bytes, &keep, size);
@@ -511,8 +533,7 @@ impl BatchReader {
                         .await?;
                     cast_to(arr, self.full.field(p).data_type())?
                 }
-                // Not matched (matched columns are records or items: checked above).
-                _ => {
+                (None, None) => {
                     let arr = self.table_array(t, p, rows.clone(), stats).await?;
                     arrow::compute::filter(&arr, &filter)
                         .map_err(|e| Error::InvalidArgument(e.to_string()))?

@@ -10,7 +10,6 @@
 //! holding U+FFFD could equal records with invalid units (which convert to U+FFFD), so
 //! [`TextMatch::new`] declines it and the scan keeps every row.
 
-use crate::array::batch_array::VarValues;
 use arrow::buffer::BooleanBuffer;
 /// The padded records that equal one of a filter's texts, for one `U<n>` (or `S<n>`)
 /// column; or the variable-length items (UTF-8 text or bytes of a BatchArray column,
@@ -102,20 +101,16 @@ impl TextMatch {
         self.size == 0
     }
 
-    /// For each of the `n` items of `v`, whether it is present (not `nil`) and equals
-    /// (or starts with) one of the values.
-    pub fn keep_items(&self, v: &VarValues, n: usize) -> BooleanBuffer {
-        let item = |i: usize| -> &[u8] {
-            let (a, b) = (v.offsets.get(i), v.offsets.get(i + 1));
-            match (a, b) {
-                (Some(&a), Some(&b)) => v.data.get(a as usize..b as usize).unwrap_or(&[]),
-                _ => &[],
-            }
-        };
-        let kept = self.keep_by(n, item);
-        match v.present.is_empty() {
-            true => kept,
-            false => &kept & &BooleanBuffer::collect_bool(n, |i| v.present.get(i) == Some(&true)),
+    /// The test of one item ([`TextMatch::items`]): whether it equals (or starts with)
+    /// one of the values. Built once, then called on each item as it is scanned.
+    pub fn item_test(&self) -> impl Fn(&[u8]) -> bool + '_ {
+        let table =
+            (!self.prefix && self.needles.len() > 1).then(|| NeedleTable::new(&self.needles));
+        move |r: &[u8]| match (&table, self.needles.as_slice()) {
+            (Some(t), _) => t.contains(r),
+            (None, _) if self.prefix => self.needles.iter().any(|p| r.starts_with(p)),
+            (None, [one]) => r.len() == one.len() && same(r, one),
+            (None, _) => false,
         }
     }
 
@@ -134,8 +129,7 @@ impl TextMatch {
         self.keep_by(n, |i| &data[i * stride + offset..][..self.size])
     }
 
-    /// Whether each of `n` records (or items), `rec(i)`, equals (or starts with) one of
-    /// the needles.
+    /// Whether each of `n` records, `rec(i)`, equals (or starts with) one of the needles.
     #[inline(always)]
     fn keep_by<'a>(&self, n: usize, rec: impl Fn(usize) -> &'a [u8]) -> BooleanBuffer {
         if self.prefix {
@@ -145,8 +139,8 @@ impl TextMatch {
         }
         match self.needles.as_slice() {
             [] => BooleanBuffer::new_unset(n),
+            // Most records differ from the text in their first 8 bytes.
             [one] => {
-                // Most records differ from the text in their first 8 bytes.
                 let h = head(one);
                 BooleanBuffer::collect_bool(n, |i| {
                     let r = rec(i);
@@ -154,34 +148,8 @@ impl TextMatch {
                 })
             }
             _ => {
-                // A hash of each record looked up in a small open-addressed table of
-                // the texts' hashes: one pass over the record's words whatever the number
-                // of texts, and a whole compare only where a hash matches.
-                let bits = (self.needles.len() * 8)
-                    .next_power_of_two()
-                    .trailing_zeros();
-                let slot = |h: u64| (h >> (64 - bits.max(1))) as usize;
-                let mut table: Vec<Option<(u64, &[u8])>> = vec![None; 1 << bits.max(1)];
-                for x in &self.needles {
-                    let h = hash(x);
-                    let mut j = slot(h);
-                    while table[j].is_some() {
-                        j = (j + 1) & (table.len() - 1);
-                    }
-                    table[j] = Some((h, x.as_slice()));
-                }
-                BooleanBuffer::collect_bool(n, |i| {
-                    let r = rec(i);
-                    let h = hash(r);
-                    let mut j = slot(h);
-                    while let Some((th, x)) = table[j] {
-                        if th == h && same(r, x) {
-                            return true;
-                        }
-                        j = (j + 1) & (table.len() - 1);
-                    }
-                    false
-                })
+                let table = NeedleTable::new(&self.needles);
+                BooleanBuffer::collect_bool(n, |i| table.contains(rec(i)))
             }
         }
     }
@@ -222,6 +190,100 @@ fn units(
     Some(out)
 }
 
+/// The needles in a small open-addressed table of their hashes: a record (or item) is
+/// hashed in one pass over its words whatever the number of needles, and compared whole
+/// only where a hash matches. Items whose length no needle has are told apart first.
+struct NeedleTable<'a> {
+    slots: Vec<Option<(u64, &'a [u8])>>,
+    bits: u32,
+    lengths: Lengths,
+}
+
+impl<'a> NeedleTable<'a> {
+    fn new(needles: &'a [Vec<u8>]) -> Self {
+        let bits = (needles.len() * 8)
+            .next_power_of_two()
+            .trailing_zeros()
+            .max(1);
+        let mut t = NeedleTable {
+            slots: vec![None; 1 << bits],
+            bits,
+            lengths: Lengths::of(needles),
+        };
+        for x in needles {
+            let h = hash(x);
+            let mut j = t.slot(h);
+            while t.slots[j].is_some() {
+                j = (j + 1) & (t.slots.len() - 1);
+            }
+            t.slots[j] = Some((h, x.as_slice()));
+        }
+        t
+    }
+
+    #[inline(always)]
+    fn slot(&self, h: u64) -> usize {
+        (h >> (64 - self.bits)) as usize
+    }
+
+    #[inline(always)]
+    fn contains(&self, r: &[u8]) -> bool {
+        if !self.lengths.may_hold(r.len()) {
+            return false;
+        }
+        let h = hash(r);
+        let mut j = self.slot(h);
+        while let Some((th, x)) = self.slots[j] {
+            if th == h && same(r, x) {
+                return true;
+            }
+            j = (j + 1) & (self.slots.len() - 1);
+        }
+        false
+    }
+}
+
+/// The lengths of a set of needles: a bit per length under 64, and whether any is
+/// longer. (Fixed-width records all have one length, which every needle has.)
+struct Lengths {
+    short: u64,
+    long: bool,
+}
+
+impl Lengths {
+    fn of(needles: &[Vec<u8>]) -> Self {
+        let mut l = Lengths {
+            short: 0,
+            long: false,
+        };
+        for x in needles {
+            match x.len() {
+                n @ 0..64 => l.short |= 1 << n,
+                _ => l.long = true,
+            }
+        }
+        l
+    }
+
+    #[inline(always)]
+    fn may_hold(&self, len: usize) -> bool {
+        match len {
+            0..64 => self.short >> len & 1 == 1,
+            _ => self.long,
+        }
+    }
+}
+
+/// The bytes of `r` (at most 8) as the low bytes of a word, the rest zero: a load
+/// without a `memcpy` call for the short tails of records and items.
+#[inline(always)]
+fn tail_word(r: &[u8]) -> u64 {
+    r.iter()
+        .take(8)
+        .enumerate()
+        .fold(0u64, |w, (k, &b)| w | (b as u64) << (8 * k))
+}
+
 /// Whether two records are equal. (`==` on slices, one `bcmp` call: about 3 ns for 48
 /// bytes; a word loop in Rust took twice that.)
 #[inline(always)]
@@ -233,12 +295,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 #[inline(always)]
 fn head(r: &[u8]) -> u64 {
     match r.get(..8) {
-        Some(w) => u64::from_ne_bytes(w.try_into().expect("8 bytes")),
-        None => {
-            let mut w = [0u8; 8];
-            w[..r.len()].copy_from_slice(r);
-            u64::from_ne_bytes(w)
-        }
+        Some(w) => u64::from_le_bytes(w.try_into().expect("8 bytes")),
+        None => tail_word(r),
     }
 }
 
@@ -250,14 +308,12 @@ fn hash(r: &[u8]) -> u64 {
     let mut h = 0u64;
     let mut chunks = r.chunks_exact(8);
     for c in &mut chunks {
-        let w = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
+        let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
         h = h.rotate_left(23) ^ w;
     }
     let rem = chunks.remainder();
     if !rem.is_empty() {
-        let mut w = [0u8; 8];
-        w[..rem.len()].copy_from_slice(rem);
-        h = h.rotate_left(23) ^ u64::from_ne_bytes(w);
+        h = h.rotate_left(23) ^ tail_word(rem);
     }
     (h ^ (h >> 29)).wrapping_mul(K)
 }
@@ -469,11 +525,12 @@ mod timing {
         }
     }
 
-    /// Variable-length items: `keep_items` keeps exactly the present items equal to (or
-    /// starting with) a value, for one value and for many (the hashed path), with items
-    /// shorter, longer and of the same head as the values, and `nil` ones.
+    /// Variable-length items: `item_test` passes exactly the items equal to (or starting
+    /// with) a value, for one value and for many (the hashed path), with items
+    /// shorter, longer and of the same head as the values (`nil` ones are
+    /// never tested: the scan drops them).
     #[test]
-    fn keep_items_equals_comparing_items() {
+    fn item_test_equals_comparing_items() {
         let items: [Option<&str>; 9] = [
             Some(""),
             Some("a"),
@@ -485,16 +542,6 @@ mod timing {
             Some("ab\0"),
             Some("b"),
         ];
-        let mut v = VarValues {
-            offsets: vec![0],
-            data: Vec::new(),
-            present: Vec::new(),
-        };
-        for it in items {
-            v.data.extend_from_slice(it.unwrap_or("").as_bytes());
-            v.offsets.push(v.data.len() as i64);
-            v.present.push(it.is_some());
-        }
         let sets: [&[&str]; 5] = [
             &[""],
             &["ab"],
@@ -507,7 +554,11 @@ mod timing {
                 let m =
                     TextMatch::items(set.iter().map(|s| s.as_bytes().to_vec()).collect(), prefix);
                 assert!(m.on_items());
-                let got: Vec<bool> = m.keep_items(&v, items.len()).iter().collect();
+                let test = m.item_test();
+                let got: Vec<bool> = items
+                    .iter()
+                    .map(|it| it.is_some_and(|s| test(s.as_bytes())))
+                    .collect();
                 let want: Vec<bool> = items
                     .iter()
                     .map(|it| {
