@@ -8,7 +8,7 @@
 //! what a format says about whole files: their schema, statistics and order; the scan
 //! itself is [`super::source::Blosc2Source`].
 
-use super::listed::{ListedFiles, LocalReads};
+use super::listed::{ListedFiles, LocalReads, open_columns};
 use super::prune::{SummaryCache, ZoneMaps, exact_extrema};
 use super::source::Blosc2Source;
 use super::table::Blosc2Table;
@@ -191,8 +191,12 @@ impl FileFormat for Blosc2Format {
         table_schema: SchemaRef,
         object: &ObjectMeta,
     ) -> Result<Statistics> {
-        let (ds, _) = self.files(state).open(store, object).await?;
-        file_statistics(ds, &table_schema).await
+        let files = self.files(state);
+        let (ds, _) = files.open(store, object).await?;
+        let before = open_columns(&ds);
+        let (statistics, ds) = file_statistics(ds, &table_schema).await?;
+        files.remember(store, object, &ds, before);
+        Ok(statistics)
     }
 
     async fn infer_ordering(
@@ -214,9 +218,13 @@ impl FileFormat for Blosc2Format {
         object: &ObjectMeta,
     ) -> Result<FileMeta> {
         // One open for both (a listing table asks for both of every file).
-        let (ds, _) = self.files(state).open(store, object).await?;
+        let files = self.files(state);
+        let (ds, _) = files.open(store, object).await?;
+        let before = open_columns(&ds);
         let ordering = file_ordering(&ds, &table_schema);
-        let statistics = file_statistics(ds, &table_schema).await?;
+        let (statistics, ds) = file_statistics(ds, &table_schema).await?;
+        // Columns opened for their SUMMARY extrema stay open in the cache.
+        files.remember(store, object, &ds, before);
         Ok(FileMeta::new(statistics).with_ordering(ordering))
     }
 
@@ -249,12 +257,16 @@ impl FileFormat for Blosc2Format {
 
 /// A file's statistics over `table_schema`'s columns (matched by name): exact rows, exact
 /// coordinate ranges, zero nulls where a column cannot hold any, and a table's exact
-/// extrema from its SUMMARY sidecars ([`exact_extrema`]).
-async fn file_statistics(ds: Dataset, table_schema: &Schema) -> Result<Statistics> {
+/// extrema from its SUMMARY sidecars ([`exact_extrema`]); and the dataset, with the
+/// columns those opened.
+async fn file_statistics(ds: Dataset, table_schema: &Schema) -> Result<(Statistics, Arc<Dataset>)> {
     let own = Arc::new(dataset_schema(&ds));
     let table = Blosc2Table::new(ds);
     let Some(stats) = datafusion::datasource::TableProvider::statistics(&table) else {
-        return Ok(Statistics::new_unknown(table_schema));
+        return Ok((
+            Statistics::new_unknown(table_schema),
+            Arc::clone(table.dataset()),
+        ));
     };
     let summaries = SummaryCache::default();
     let mut column_statistics = Vec::with_capacity(table_schema.fields().len());
@@ -281,11 +293,12 @@ async fn file_statistics(ds: Dataset, table_schema: &Schema) -> Result<Statistic
         }
         column_statistics.push(c.1);
     }
-    Ok(Statistics {
+    let statistics = Statistics {
         num_rows: stats.num_rows,
         total_byte_size: stats.total_byte_size,
         column_statistics,
-    })
+    };
+    Ok((statistics, Arc::clone(table.dataset())))
 }
 
 /// The order a file's rows come in: a 1-D array's by `dim_0` (an N-d array's units

@@ -80,9 +80,18 @@ impl ListedFiles {
         Ok((ds, Opened::Read))
     }
 
-    /// Caches `ds` again, now that a scan has opened more of it (a table's columns).
-    pub(crate) fn remember(&self, store: &Arc<dyn ObjectStore>, meta: &ObjectMeta, ds: &Dataset) {
-        self.keep(store.to_string(), meta, ds);
+    /// Caches `ds` again if work on it opened more of it (a table's columns) than the
+    /// `before` ([`open_columns`]) it was opened with.
+    pub(crate) fn remember(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        meta: &ObjectMeta,
+        ds: &Dataset,
+        before: usize,
+    ) {
+        if open_columns(ds) > before {
+            self.keep(store.to_string(), meta, ds);
+        }
     }
 
     fn keep(&self, store: String, meta: &ObjectMeta, ds: &Dataset) {
@@ -96,6 +105,14 @@ impl ListedFiles {
                 CachedFileMetadataEntry::new(meta.clone(), Arc::new(file)),
             );
         }
+    }
+}
+
+/// How many of a table's columns are open (0 for an array).
+pub(crate) fn open_columns(ds: &Dataset) -> usize {
+    match ds {
+        Dataset::Array(_) => 0,
+        Dataset::Table(t) => t.opened_columns().count(),
     }
 }
 
@@ -121,7 +138,13 @@ impl FileMetadata for OpenedFile {
             Dataset::Array(_) => "blosc2 array",
             Dataset::Table(_) => "blosc2 table",
         };
-        HashMap::from_iter([("file_type".to_string(), kind.to_string())])
+        HashMap::from_iter([
+            ("file_type".to_string(), kind.to_string()),
+            (
+                "columns_open".to_string(),
+                open_columns(&self.dataset).to_string(),
+            ),
+        ])
     }
 }
 
@@ -274,12 +297,12 @@ mod tests {
         let Dataset::Table(t) = &ds else {
             panic!("not a table")
         };
-        let before = t.opened_columns().count();
+        let before = open_columns(&ds);
         let size = ds.heap_bytes();
         t.open_columns(0..t.specs.len()).await.unwrap();
-        assert!(t.opened_columns().count() > before);
+        assert!(open_columns(&ds) > before);
         assert!(ds.heap_bytes() > size);
-        files.remember(&store, meta, &ds);
+        files.remember(&store, meta, &ds, before);
         let (cached, how) = files.open(&store, meta).await.unwrap();
         assert_eq!(how, Opened::Cached);
         let Dataset::Table(c) = &cached else { panic!() };

@@ -17,7 +17,7 @@
 
 use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box};
 use super::format::FileZoneMaps;
-use super::listed::{ListedFiles, Opened};
+use super::listed::{ListedFiles, Opened, open_columns};
 use super::prune::{ZoneAccumulator, ZoneMaps};
 use super::to_df;
 use crate::array::ndarray::ReadStats;
@@ -165,9 +165,7 @@ impl FileOpener for Blosc2Opener {
             };
             let columns = open_columns(&ds);
             let scan = FileScan::new(&ds, schema, filters, block_threads, zone_maps).await?;
-            if open_columns(&ds) > columns {
-                files.remember(&store, &file.object_meta, &ds);
-            }
+            files.remember(&store, &file.object_meta, &ds, columns);
             // Units planned over the box, as the table provider plans them: whole blocks
             // of it, so that a chunk the box takes a few blocks of is fetched in parts.
             let selection = match fixed.is_empty() {
@@ -376,14 +374,6 @@ impl FileScan {
             columns,
             &opts,
         )?))
-    }
-}
-
-/// How many of a table's columns are open (0 for an array).
-fn open_columns(ds: &Dataset) -> usize {
-    match ds {
-        Dataset::Array(_) => 0,
-        Dataset::Table(t) => t.opened_columns().count(),
     }
 }
 

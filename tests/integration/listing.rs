@@ -453,6 +453,17 @@ async fn listing_tables_count_from_statistics() {
         .collect();
     let ctx = session(2, false);
     register(&ctx, fixture(rel).to_str().unwrap(), ".b2z", vec![]).await;
+    // The columns the statistics open for their SUMMARY extrema stay open in the file
+    // the session caches (`columns_open` in its cache entry).
+    let cache = ctx.runtime_env().cache_manager.get_file_metadata_cache();
+    let key = object_store::path::Path::from_filesystem_path(fixture(rel)).unwrap();
+    let columns_open = || {
+        let entry = cache.get(&key).expect("cached by schema inference");
+        entry.file_metadata.extra_info()["columns_open"]
+            .parse::<usize>()
+            .unwrap()
+    };
+    let before = columns_open();
     let sql = "SELECT count(*), min(t), max(t) FROM t";
     let want = vec![vec![
         Value::from(t.len()),
@@ -460,6 +471,7 @@ async fn listing_tables_count_from_statistics() {
         Value::from(*t.iter().max().unwrap()),
     ]];
     assert_eq!(query(&ctx, sql).await, want);
+    assert!(columns_open() > before, "{before}");
     let plan = explain(&ctx, sql).await;
     assert!(!plan.contains("DataSourceExec"), "{plan}");
     let plan = explain(&ctx, "SELECT min(k) FROM t").await;
