@@ -147,22 +147,19 @@ impl TableColumn {
     /// An estimate of the heap memory the opened column holds (see
     /// [`NdArray::heap_bytes`]; a dictionary's values included).
     pub fn heap_bytes(&self) -> usize {
-        let storage = match &self.storage {
-            ColumnStorage::Fixed(a) => a.heap_bytes(),
-            ColumnStorage::Utf8 { offsets, data } => offsets.heap_bytes() + data.heap_bytes(),
+        let arrays: usize = self.arrays().into_iter().map(NdArray::heap_bytes).sum();
+        let other = match &self.storage {
             ColumnStorage::Var { items, .. } | ColumnStorage::Items { items, .. } => {
                 items.heap_bytes()
             }
-            ColumnStorage::Dictionary { codes, values, .. } => {
-                codes.heap_bytes() + values.heap_bytes()
-            }
+            ColumnStorage::Dictionary { values, .. } => values.heap_bytes(),
+            ColumnStorage::Fixed(_) | ColumnStorage::Utf8 { .. } => 0,
         };
-        let nulls = match &self.nulls {
-            NullRule::Mask(Some(m)) => m.heap_bytes(),
+        let sentinel = match &self.nulls {
             NullRule::Sentinel(j) => crate::container::json_heap_bytes(j),
             _ => 0,
         };
-        storage + nulls + self.name.len() + self.kind.len()
+        arrays + other + sentinel + self.name.len() + self.kind.len()
     }
 
     /// Shape of one row's value (empty for scalars).

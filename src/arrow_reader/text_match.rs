@@ -485,45 +485,6 @@ mod tests {
         assert!(none.matches_nothing());
         assert_eq!(none.keep(&data, 3, 20, 4).count_set_bits(), 0);
     }
-}
-
-#[cfg(test)]
-mod timing {
-    use super::*;
-
-    /// Per-record cost of `keep` (`cargo test --release --lib text_match_timing -- --ignored
-    /// --nocapture`): `<U12` records of 2,000 names, 1, 3, 8 and 20 texts.
-    #[test]
-    #[ignore]
-    fn text_match_timing() {
-        let chars = 12;
-        let names: Vec<String> = (0..2000)
-            .map(|i| format!("nm{:x}{}", i * 7919 % 65536, &"abcdefgh"[..i % 8]))
-            .collect();
-        let n = 1_000_000;
-        let mut x = 88172645463325252u64;
-        let mut data = Vec::with_capacity(n * chars * 4);
-        for _ in 0..n {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let s = &names[(x % 2000) as usize];
-            let mut units: Vec<u8> = s.chars().flat_map(|c| (c as u32).to_le_bytes()).collect();
-            units.resize(chars * 4, 0);
-            data.extend_from_slice(&units);
-        }
-        for k in [1usize, 3, 8, 20] {
-            let texts: Vec<String> = names[..k].to_vec();
-            let m = TextMatch::new(&texts, chars, false).expect("plain");
-            let mut best = f64::MAX;
-            for _ in 0..9 {
-                let t = std::time::Instant::now();
-                std::hint::black_box(m.keep(&data, n, chars * 4, 0));
-                best = best.min(t.elapsed().as_secs_f64());
-            }
-            println!("{k} texts: {:.2} ns/record", best * 1e9 / n as f64);
-        }
-    }
 
     /// Variable-length items: `item_test` passes exactly the items equal to (or starting
     /// with) a value, for one value and for many (the hashed path), with items
@@ -570,6 +531,45 @@ mod timing {
                     .collect();
                 assert_eq!(got, want, "{set:?} prefix {prefix}");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    /// Per-record cost of `keep` (`cargo test --release --lib text_match_timing -- --ignored
+    /// --nocapture`): `<U12` records of 2,000 names, 1, 3, 8 and 20 texts.
+    #[test]
+    #[ignore]
+    fn text_match_timing() {
+        let chars = 12;
+        let names: Vec<String> = (0..2000)
+            .map(|i| format!("nm{:x}{}", i * 7919 % 65536, &"abcdefgh"[..i % 8]))
+            .collect();
+        let n = 1_000_000;
+        let mut x = 88172645463325252u64;
+        let mut data = Vec::with_capacity(n * chars * 4);
+        for _ in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let s = &names[(x % 2000) as usize];
+            let mut units: Vec<u8> = s.chars().flat_map(|c| (c as u32).to_le_bytes()).collect();
+            units.resize(chars * 4, 0);
+            data.extend_from_slice(&units);
+        }
+        for k in [1usize, 3, 8, 20] {
+            let texts: Vec<String> = names[..k].to_vec();
+            let m = TextMatch::new(&texts, chars, false).expect("plain");
+            let mut best = f64::MAX;
+            for _ in 0..9 {
+                let t = std::time::Instant::now();
+                std::hint::black_box(m.keep(&data, n, chars * 4, 0));
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            println!("{k} texts: {:.2} ns/record", best * 1e9 / n as f64);
         }
     }
 }

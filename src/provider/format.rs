@@ -79,6 +79,23 @@ impl Blosc2Format {
         ListedFiles::new(self.local.clone()).with_cache(cache)
     }
 
+    /// The statistics of the file `object` ([`file_statistics`]) and its dataset; the
+    /// columns they open for SUMMARY extrema stay open in the cached file.
+    async fn statistics(
+        &self,
+        state: &dyn Session,
+        store: &Arc<dyn ObjectStore>,
+        table_schema: &Schema,
+        object: &ObjectMeta,
+    ) -> Result<(Statistics, Arc<Dataset>)> {
+        let files = self.files(state);
+        let (ds, _) = files.open(store, object).await?;
+        let before = open_columns(&ds);
+        let (statistics, ds) = file_statistics(ds, table_schema).await?;
+        files.remember(store, object, &ds, before);
+        Ok((statistics, ds))
+    }
+
     /// The format, with zone maps on.
     pub fn new() -> Self {
         Self::default()
@@ -191,12 +208,10 @@ impl FileFormat for Blosc2Format {
         table_schema: SchemaRef,
         object: &ObjectMeta,
     ) -> Result<Statistics> {
-        let files = self.files(state);
-        let (ds, _) = files.open(store, object).await?;
-        let before = open_columns(&ds);
-        let (statistics, ds) = file_statistics(ds, &table_schema).await?;
-        files.remember(store, object, &ds, before);
-        Ok(statistics)
+        Ok(self
+            .statistics(state, store, &table_schema, object)
+            .await?
+            .0)
     }
 
     async fn infer_ordering(
@@ -218,13 +233,8 @@ impl FileFormat for Blosc2Format {
         object: &ObjectMeta,
     ) -> Result<FileMeta> {
         // One open for both (a listing table asks for both of every file).
-        let files = self.files(state);
-        let (ds, _) = files.open(store, object).await?;
-        let before = open_columns(&ds);
+        let (statistics, ds) = self.statistics(state, store, &table_schema, object).await?;
         let ordering = file_ordering(&ds, &table_schema);
-        let (statistics, ds) = file_statistics(ds, &table_schema).await?;
-        // Columns opened for their SUMMARY extrema stay open in the cache.
-        files.remember(store, object, &ds, before);
         Ok(FileMeta::new(statistics).with_ordering(ordering))
     }
 
