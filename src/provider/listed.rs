@@ -65,18 +65,18 @@ impl ListedFiles {
         store: &Arc<dyn ObjectStore>,
         meta: &ObjectMeta,
     ) -> Result<(Dataset, Opened)> {
-        let store_name = store.to_string();
+        let store_key = StoreKey::of(store);
         if let Some(cache) = &self.cache
             && let Some(entry) = cache.get(&meta.location)
             && entry.is_valid_for(meta)
             && entry.meta.e_tag == meta.e_tag
             && let Some(file) = entry.file_metadata.as_any().downcast_ref::<OpenedFile>()
-            && file.store == store_name
+            && file.store == store_key
         {
             return Ok((file.dataset.detached(), Opened::Cached));
         }
         let ds = open_object(store, meta, &self.local).await?;
-        self.keep(store_name, meta, &ds);
+        self.keep(store_key, meta, &ds);
         Ok((ds, Opened::Read))
     }
 
@@ -90,11 +90,11 @@ impl ListedFiles {
         before: usize,
     ) {
         if open_columns(ds) > before {
-            self.keep(store.to_string(), meta, ds);
+            self.keep(StoreKey::of(store), meta, ds);
         }
     }
 
-    fn keep(&self, store: String, meta: &ObjectMeta, ds: &Dataset) {
+    fn keep(&self, store: StoreKey, meta: &ObjectMeta, ds: &Dataset) {
         if let Some(cache) = &self.cache {
             let file = OpenedFile {
                 dataset: ds.detached(),
@@ -116,12 +116,32 @@ pub(crate) fn open_columns(ds: &Dataset) -> usize {
     }
 }
 
-/// An opened file in the file metadata cache, with the store it was read from (the
-/// cache is keyed by path alone).
+/// The store a cached file was read from. The cache is keyed by path alone, and two
+/// stores can hold different files at one path, with the same size, time and ETag (two
+/// `InMemory` stores count their ETags alike), so an entry is used only for the store
+/// it was read from: the same store object (a session's registry hands out the one it
+/// holds), printing itself the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StoreKey {
+    /// How the store prints itself (`LocalFileSystem(file:///)`, `AmazonS3(bucket)`).
+    name: String,
+    /// Its address.
+    addr: usize,
+}
+
+impl StoreKey {
+    fn of(store: &Arc<dyn ObjectStore>) -> Self {
+        StoreKey {
+            name: store.to_string(),
+            addr: Arc::as_ptr(store) as *const () as usize,
+        }
+    }
+}
+
+/// An opened file in the file metadata cache, with the store it was read from.
 struct OpenedFile {
     dataset: Dataset,
-    /// How the store prints itself (`LocalFileSystem(file:///)`, `AmazonS3(bucket)`).
-    store: String,
+    store: StoreKey,
 }
 
 impl FileMetadata for OpenedFile {
@@ -130,7 +150,7 @@ impl FileMetadata for OpenedFile {
     }
 
     fn memory_size(&self) -> usize {
-        std::mem::size_of::<Self>() + self.store.len() + self.dataset.heap_bytes()
+        std::mem::size_of::<Self>() + self.store.name.len() + self.dataset.heap_bytes()
     }
 
     fn extra_info(&self) -> HashMap<String, String> {
@@ -267,6 +287,34 @@ mod tests {
         assert_eq!(how, Opened::Read);
         let Dataset::Array(c) = &ds else { panic!() };
         assert_ne!(c.geometry, a.geometry);
+    }
+
+    #[tokio::test]
+    async fn a_file_cached_from_one_store_is_not_used_for_another() {
+        // Two in-memory stores holding different arrays of one size at one path, listed
+        // alike (the same size, time and ETag), so that only the store tells them apart.
+        let (first, metas) = store_of(&["b2nd/dtype-le_i2.b2nd"]).await;
+        let (second, _) = store_of(&["b2nd/dtype-le_u2.b2nd"]).await;
+        let theirs = Path::from("b2nd/dtype-le_u2.b2nd");
+        let bytes = second.get(&theirs).await.unwrap().bytes().await.unwrap();
+        let meta = &metas[0];
+        second
+            .put(&meta.location, PutPayload::from(bytes))
+            .await
+            .unwrap();
+        assert_eq!(second.head(&meta.location).await.unwrap().size, meta.size);
+        assert_eq!(first.to_string(), second.to_string());
+        let files = ListedFiles::default().with_cache(cache(16 << 20));
+        let (a, _) = files.open(&first, meta).await.unwrap();
+        let (b, how) = files.open(&second, meta).await.unwrap();
+        assert_eq!(how, Opened::Read);
+        let (Dataset::Array(a), Dataset::Array(b)) = (&a, &b) else {
+            panic!("not arrays");
+        };
+        assert_ne!(a.dtype, b.dtype);
+        // The entry is now the second store's file.
+        assert_eq!(files.open(&second, meta).await.unwrap().1, Opened::Cached);
+        assert_eq!(files.open(&first, meta).await.unwrap().1, Opened::Read);
     }
 
     #[tokio::test]

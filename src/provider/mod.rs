@@ -16,6 +16,7 @@ pub mod pushdown;
 pub mod session;
 pub mod source;
 pub mod table;
+mod text_filters;
 mod work;
 
 pub use aggregate::{Blosc2AggregateExec, Blosc2AggregatePushdown};

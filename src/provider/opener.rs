@@ -6,7 +6,10 @@
 //! their statistics (zone maps included), cuts them again to the box the dynamic
 //! filters allow as they stand, and reads the rest in order (last first when a
 //! `dim_k DESC` order was pushed down), checking and cutting again with dynamic filters
-//! before each unit. Each zone read whole goes into the file's zone maps.
+//! before each unit. Each zone read whole goes into the file's zone maps. Equalities and
+//! `LIKE 'x%'` prefixes on text stored as `U<n>`/`S<n>` records or `vlstring`/`vlbytes`
+//! items are tested on them before anything is converted (`text_filters.rs`), as the
+//! table provider's scans do.
 //!
 //! **Byte ranges.** DataFusion splits big files into byte ranges to scan them on several
 //! partitions. A Blosc2 file has no record boundaries in its bytes, so units are dealt
@@ -19,6 +22,7 @@ use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box};
 use super::format::FileZoneMaps;
 use super::listed::{ListedFiles, Opened, open_columns};
 use super::prune::{ZoneAccumulator, ZoneMaps};
+use super::text_filters::physical_text_matches;
 use super::to_df;
 use crate::array::ndarray::ReadStats;
 use crate::arrow_reader::reader::{BatchReader, Selection};
@@ -74,6 +78,8 @@ struct OpenerMetrics {
     units_total: Count,
     units_pruned_by_stats: Count,
     units_pruned_by_dynamic_filters: Count,
+    /// Units whose rows were selected by testing stored text (`text_filters.rs`).
+    units_text_tested: Count,
     chunks_read: Count,
     blocks_decoded: Count,
     bytes_fetched: Count,
@@ -91,6 +97,7 @@ impl OpenerMetrics {
             units_pruned_by_stats: b().counter("units_pruned_by_stats", partition),
             units_pruned_by_dynamic_filters: b()
                 .counter("units_pruned_by_dynamic_filters", partition),
+            units_text_tested: b().counter("units_text_tested", partition),
             chunks_read: b().counter("chunks_read", partition),
             blocks_decoded: b().counter("blocks_decoded", partition),
             bytes_fetched: b().counter("bytes_fetched", partition),
@@ -114,6 +121,8 @@ struct FileScan {
     pruning: DynamicPruning,
     /// Dynamic filters are checked again before each unit.
     dynamic: bool,
+    /// The reader tests stored text to select rows.
+    text_tested: bool,
     /// For each output column: its index in the reader's batch, or `None` (not in this
     /// file: nulls).
     columns: Vec<Option<usize>>,
@@ -249,8 +258,14 @@ impl FileScan {
             t.open_columns(open).await.map_err(to_df)?;
         }
         let big_chunks = matches!(&**ds, Dataset::Array(a) if a.chunks_worth_threads());
+        // Equalities and prefixes on stored text are tested before it is converted.
+        let text_matches = physical_text_matches(ds, &own, &filters)
+            .await
+            .map_err(to_df)?;
+        let matched = !text_matches.is_empty();
         let reader = BatchReader::with_schema(Arc::clone(ds), Arc::clone(&own), Some(read))
-            .with_block_threads(if big_chunks { block_threads } else { 1 });
+            .with_block_threads(if big_chunks { block_threads } else { 1 })
+            .with_text_matches(text_matches);
         let dynamic = filters
             .iter()
             .any(|f| DynamicFilterTracking::classify(f).contains_dynamic_filter());
@@ -262,16 +277,18 @@ impl FileScan {
             Arc::default(),
         );
         let probe = dynamic.then(|| Probe::new(ds, &reader, &pruning)).flatten();
-        // Values only: an array's coordinates have exact statistics already.
+        // Values only: an array's coordinates have exact statistics already. Batches that
+        // text matches filtered no longer hold whole zones.
         let (at, cols): (Vec<usize>, Vec<usize>) = reader.value_columns().into_iter().unzip();
         let zone_maps = zone_maps
-            .filter(|_| !cols.is_empty())
+            .filter(|_| !cols.is_empty() && !matched)
             .map(|z| (z, at, cols));
         Ok(FileScan {
             reader,
             probe,
             pruning,
             dynamic,
+            text_tested: matched,
             columns,
             schema,
             zone_maps,
@@ -350,6 +367,9 @@ impl FileScan {
         };
         timer.done();
         metrics.add(&st);
+        if self.text_tested {
+            metrics.units_text_tested.add(1);
+        }
         let Some(batch) = read? else {
             metrics.units_pruned_by_dynamic_filters.add(1);
             return Ok(None);

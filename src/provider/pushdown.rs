@@ -225,7 +225,35 @@ pub enum Needles {
 }
 
 impl Needles {
-    fn extend(self, more: Needles) -> Option<Needles> {
+    /// The value a literal is, when it is a text or byte string (not NULL).
+    pub(crate) fn of_literal(v: &ScalarValue) -> Option<Needles> {
+        match v {
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)) => Some(Needles::Text(vec![s.clone()])),
+            ScalarValue::Binary(Some(b))
+            | ScalarValue::LargeBinary(Some(b))
+            | ScalarValue::BinaryView(Some(b)) => Some(Needles::Bytes(vec![b.clone()])),
+            _ => None,
+        }
+    }
+
+    /// The prefix a `LIKE` pattern asks for: `'x%'` with one trailing `%` and no other
+    /// wildcard or `escape` character.
+    pub(crate) fn like_prefix(pattern: Needles, escape: char) -> Option<Needles> {
+        let Needles::Text(mut p) = pattern else {
+            return None;
+        };
+        let p = p.pop()?;
+        let prefix = p.strip_suffix('%')?;
+        if prefix.contains(['%', '_', escape]) {
+            return None;
+        }
+        Some(Needles::Prefix(vec![prefix.to_string()]))
+    }
+
+    /// Both sets of values, when they are of one kind.
+    pub(crate) fn extend(self, more: Needles) -> Option<Needles> {
         match (self, more) {
             (Needles::Text(mut a), Needles::Text(b)) => {
                 a.extend(b);
@@ -258,18 +286,7 @@ pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
     }
     fn value(e: &Expr) -> Option<Needles> {
         match e {
-            Expr::Literal(
-                ScalarValue::Utf8(Some(s))
-                | ScalarValue::LargeUtf8(Some(s))
-                | ScalarValue::Utf8View(Some(s)),
-                _,
-            ) => Some(Needles::Text(vec![s.clone()])),
-            Expr::Literal(
-                ScalarValue::Binary(Some(b))
-                | ScalarValue::LargeBinary(Some(b))
-                | ScalarValue::BinaryView(Some(b)),
-                _,
-            ) => Some(Needles::Bytes(vec![b.clone()])),
+            Expr::Literal(v, _) => Needles::of_literal(v),
             _ => None,
         }
     }
@@ -301,16 +318,8 @@ pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
             escape_char,
             case_insensitive: false,
         }) => {
-            let Needles::Text(mut p) = value(pattern)? else {
-                return None;
-            };
-            let p = p.pop()?;
-            let prefix = p.strip_suffix('%')?;
-            let escape = escape_char.unwrap_or('\\');
-            if prefix.contains(['%', '_', escape]) {
-                return None;
-            }
-            Some((column(expr)?, Needles::Prefix(vec![prefix.to_string()])))
+            let prefix = Needles::like_prefix(value(pattern)?, escape_char.unwrap_or('\\'))?;
+            Some((column(expr)?, prefix))
         }
         Expr::InList(InList {
             expr,

@@ -9,14 +9,10 @@
 use super::computed::{ComputedColumns, full_schema};
 use super::exec::Blosc2Exec;
 use super::prune::{PruneReport, SummaryCache, ZoneMaps, exact_extrema, prune_units};
-use super::pushdown::{self, Needles};
-use crate::array::batch_array::ItemKind;
-use crate::array::dtype::{DType, Endian};
-use crate::array::ndarray::NdArray;
-use crate::array::table::{ColumnStorage, Table};
+use super::pushdown;
+use super::text_filters::logical_text_matches;
 use crate::arrow_reader::reader::{Selection, plan_units};
 use crate::arrow_reader::schema::dataset_schema;
-use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units};
 use crate::dataset::Dataset;
 use arrow::datatypes::{Schema, SchemaRef};
@@ -359,10 +355,9 @@ impl Blosc2Table {
                 }
             }
         }
-        let text_matches = match &*self.ds {
-            Dataset::Table(t) => text_matches(t, &self.stored, filters).await?,
-            Dataset::Array(a) => value_text_matches(a, &self.stored, filters),
-        };
+        let text_matches = logical_text_matches(&self.ds, &self.stored, filters)
+            .await
+            .map_err(super::to_df)?;
         let exec = Blosc2Exec::new(
             Arc::clone(&self.ds),
             Arc::clone(&self.stored),
@@ -396,73 +391,4 @@ fn schemas(stored: &Schema, computed: &ComputedColumns) -> (SchemaRef, SchemaRef
     let schema = full_schema(stored, computed);
     let stored = Schema::new_with_metadata(stored.fields().clone(), schema.metadata().clone());
     (Arc::new(schema), Arc::new(stored))
-}
-
-/// The filters a scan of `t` can test on stored records: equalities
-/// ([`pushdown::text_equality`]) on 1-D `U<n>` and `S<n>` columns.
-async fn text_matches(
-    t: &Table,
-    schema: &SchemaRef,
-    filters: &[Expr],
-) -> Result<Vec<(usize, Arc<TextMatch>)>> {
-    let mut out = Vec::new();
-    for f in filters {
-        let Some((name, needles)) = pushdown::text_equality(f) else {
-            continue;
-        };
-        let Ok(p) = schema.index_of(&name) else {
-            continue;
-        };
-        let c = t.open_column(p).await.map_err(super::to_df)?;
-        let m = match &c.storage {
-            ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => record_match(&a.dtype, &needles),
-            ColumnStorage::Var { kind, .. } => item_match(*kind, needles),
-            _ => None,
-        };
-        out.extend(m.map(|m| (p, Arc::new(m))));
-    }
-    Ok(out)
-}
-
-/// The test on the variable-length items of a BatchArray column (`vlstring`,
-/// `vlbytes`) for `needles`: texts and prefixes on text items, byte strings on bytes.
-fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
-    let bytes = |texts: Vec<String>| texts.into_iter().map(String::into_bytes).collect();
-    match (kind, needles) {
-        (ItemKind::Text, Needles::Text(texts)) => Some(TextMatch::items(bytes(texts), false)),
-        (ItemKind::Text, Needles::Prefix(texts)) => Some(TextMatch::items(bytes(texts), true)),
-        (ItemKind::Bytes, Needles::Bytes(values)) => Some(TextMatch::items(values, false)),
-        _ => None,
-    }
-}
-
-/// The same for the `value` column of an array of a `U<n>` or `S<n>` dtype.
-fn value_text_matches(
-    a: &NdArray,
-    schema: &SchemaRef,
-    filters: &[Expr],
-) -> Vec<(usize, Arc<TextMatch>)> {
-    let p = a.geometry.ndim();
-    filters
-        .iter()
-        .filter_map(pushdown::text_equality)
-        .filter(|(name, _)| schema.index_of(name).ok() == Some(p))
-        .filter_map(|(_, needles)| record_match(&a.dtype, &needles))
-        .map(|m| (p, Arc::new(m)))
-        .collect()
-}
-
-/// The test on records of `dtype` for `needles`: texts and prefixes on `U<n>`, byte
-/// strings on `S<n>`.
-fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
-    match (dtype, needles) {
-        (DType::Unicode { chars, endian }, Needles::Text(texts)) => {
-            TextMatch::new(texts, *chars, *endian == Endian::Big)
-        }
-        (DType::Unicode { chars, endian }, Needles::Prefix(prefixes)) => {
-            TextMatch::prefixes(prefixes, *chars, *endian == Endian::Big)
-        }
-        (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
-        _ => None,
-    }
 }

@@ -234,7 +234,7 @@ async fn listing_tables_take_hive_partitions() {
 
 /// The value of the metric `name` of the Blosc2 scan in `EXPLAIN ANALYZE <sql>` (summed
 /// over partitions).
-async fn metric(ctx: &SessionContext, sql: &str, name: &str) -> usize {
+pub(crate) async fn metric(ctx: &SessionContext, sql: &str, name: &str) -> usize {
     let plan = query(ctx, &format!("EXPLAIN ANALYZE {sql}")).await;
     let text: String = plan
         .iter()

@@ -3,11 +3,15 @@
 //! Each query also runs with pushdown defeated (`dim_k + 0`), which must agree. A second
 //! test does the same for random value ranges with value pruning on.
 
+use crate::listing::metric;
 use crate::util::explain;
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
+use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_blosc2::provider::Blosc2Format;
 use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
+use std::sync::Arc;
 
 struct Rng(u64);
 impl Rng {
@@ -485,6 +489,7 @@ async fn text_equalities_match_unpushed_filters() {
         ("word ILIKE 'AL%'", false, true),
     ];
     check_text_filters("ctable/texts.b2d", "i, word, opt", "i", &cases).await;
+    check_text_filters("ctable/texts.b2z", "i, word, opt", "i", &cases).await;
 }
 
 /// The same for the `S4` column of a bcolz ctable (`Binary`: DataFusion compares it with
@@ -536,11 +541,14 @@ async fn item_equalities_match_unpushed_filters() {
         ("note LIKE '%é'", false, true),
     ];
     check_text_filters("ctable/varlen.b2d", "i, note, blob", "i", &cases).await;
+    check_text_filters("ctable/varlen.b2z", "i, note, blob", "i", &cases).await;
 }
 
 /// Each filter of `cases` over the fixture `rel`, selecting `cols` ordered by `key`, gives
 /// what the same query gives on the table opened with pruning off; `EXPLAIN` shows whether
-/// the scan tested it on the records, and the rows are there or not as the case says.
+/// the scan tested it on the records, and the rows are there or not as the case says. A
+/// fixture that is a file gives the same through a listing table, whose scan tests the
+/// records where the case says (`units_text_tested`).
 async fn check_text_filters(rel: &str, cols: &str, key: &str, cases: &[(&str, bool, bool)]) {
     let ctx = SessionContext::new_with_config(
         SessionConfig::new()
@@ -561,6 +569,17 @@ async fn check_text_filters(rel: &str, cols: &str, key: &str, cases: &[(&str, bo
     )
     .await
     .unwrap();
+    // A file is read through a listing table too, whose scans test the same filters
+    // (zone maps off, so that no unit is skipped on what earlier cases learned).
+    let listed = std::path::Path::new(path).is_file();
+    if listed {
+        let ext = format!(".{}", rel.rsplit('.').next().unwrap());
+        let format = Blosc2Format::new().with_zone_maps(false);
+        let options = ListingOptions::new(Arc::new(format)).with_file_extension(ext);
+        ctx.register_listing_table("tx_listed", path, options, None, None)
+            .await
+            .unwrap();
+    }
     let rows = |sql: String| {
         let ctx = ctx.clone();
         async move {
@@ -576,6 +595,12 @@ async fn check_text_filters(rel: &str, cols: &str, key: &str, cases: &[(&str, bo
                 .to_string()
         }
     };
+    let total: usize = rows("SELECT count(*) FROM tx_plain".into())
+        .await
+        .lines()
+        .nth(3)
+        .and_then(|l| l.trim_matches(|c| c == '|' || c == ' ').parse().ok())
+        .unwrap();
     for &(filter, tested, some) in cases {
         let q = |t: &str| format!("SELECT {cols} FROM {t} WHERE {filter} ORDER BY {key}");
         let got = rows(q("tx")).await;
@@ -599,6 +624,23 @@ async fn check_text_filters(rel: &str, cols: &str, key: &str, cases: &[(&str, bo
             tested,
             "{rel}: {filter}:\n{plan}"
         );
+        if listed {
+            assert_eq!(rows(q("tx_listed")).await, want, "{rel} listed: {filter}");
+            assert_eq!(
+                rows(c("tx_listed")).await,
+                rows(c("tx_plain")).await,
+                "{rel} listed: {filter}"
+            );
+            let units = metric(&ctx, &q("tx_listed"), "units_text_tested").await;
+            assert_eq!(units > 0, tested, "{rel} listed: {filter}: {units} units");
+            // A tested scan yields only rows that can match: none when no row does.
+            let scanned = metric(&ctx, &q("tx_listed"), "output_rows").await;
+            if tested && !some {
+                assert_eq!(scanned, 0, "{rel} listed: {filter}");
+            } else if tested {
+                assert!(scanned < total, "{rel} listed: {filter}: {scanned} rows");
+            }
+        }
     }
 }
 

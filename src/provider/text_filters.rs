@@ -1,0 +1,196 @@
+//! Which filters a scan tests on stored text before converting it ([`TextMatch`]): the
+//! equalities and `LIKE 'x%'` prefixes [`pushdown::text_equality`] finds in the table
+//! provider's logical filters, or [`physical_text_equality`] in the physical filters a
+//! listing table's scan gets, matched to the columns of one dataset that store text as
+//! `U<n>` / `S<n>` records or as the items of a `vlstring` / `vlbytes` column.
+
+use super::pushdown::{self, Needles};
+use crate::array::batch_array::ItemKind;
+use crate::array::dtype::{DType, Endian};
+use crate::array::table::ColumnStorage;
+use crate::arrow_reader::text_match::TextMatch;
+use crate::dataset::Dataset;
+use arrow::datatypes::Schema;
+use datafusion::logical_expr::{Expr, Operator};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, LikeExpr, Literal};
+use std::sync::Arc;
+
+/// The text tests of the logical `filters` on `ds` (whose schema is `schema`): full-schema
+/// column index and test, for the filters a scan can run on stored records or items.
+pub(crate) async fn logical_text_matches(
+    ds: &Dataset,
+    schema: &Schema,
+    filters: &[Expr],
+) -> crate::Result<Vec<(usize, Arc<TextMatch>)>> {
+    let found = filters.iter().filter_map(pushdown::text_equality);
+    text_matches(ds, schema, found).await
+}
+
+/// The same for physical filters (over a schema whose columns are named as `schema`'s).
+pub(crate) async fn physical_text_matches(
+    ds: &Dataset,
+    schema: &Schema,
+    filters: &[Arc<dyn PhysicalExpr>],
+) -> crate::Result<Vec<(usize, Arc<TextMatch>)>> {
+    let found = filters.iter().filter_map(physical_text_equality);
+    text_matches(ds, schema, found).await
+}
+
+/// The tests for the column requirements `found` (column name, values) on the columns of
+/// `ds` that can run them: a table's 1-D `U<n>`/`S<n>` columns and its `vlstring` /
+/// `vlbytes` columns, an array's `U<n>`/`S<n>` `value`. Other requirements are left to
+/// the filter above the scan.
+async fn text_matches(
+    ds: &Dataset,
+    schema: &Schema,
+    found: impl Iterator<Item = (String, Needles)>,
+) -> crate::Result<Vec<(usize, Arc<TextMatch>)>> {
+    let mut out = Vec::new();
+    for (name, needles) in found {
+        let Ok(p) = schema.index_of(&name) else {
+            continue;
+        };
+        let m = match ds {
+            Dataset::Table(t) => {
+                let c = t.open_column(p).await?;
+                match &c.storage {
+                    ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
+                        record_match(&a.dtype, &needles)
+                    }
+                    ColumnStorage::Var { kind, .. } => item_match(*kind, needles),
+                    _ => None,
+                }
+            }
+            Dataset::Array(a) if p == a.geometry.ndim() => record_match(&a.dtype, &needles),
+            Dataset::Array(_) => None,
+        };
+        out.extend(m.map(|m| (p, Arc::new(m))));
+    }
+    Ok(out)
+}
+
+/// The test on the variable-length items of a BatchArray column (`vlstring`,
+/// `vlbytes`) for `needles`: texts and prefixes on text items, byte strings on bytes.
+fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
+    let bytes = |texts: Vec<String>| texts.into_iter().map(String::into_bytes).collect();
+    match (kind, needles) {
+        (ItemKind::Text, Needles::Text(texts)) => Some(TextMatch::items(bytes(texts), false)),
+        (ItemKind::Text, Needles::Prefix(texts)) => Some(TextMatch::items(bytes(texts), true)),
+        (ItemKind::Bytes, Needles::Bytes(values)) => Some(TextMatch::items(values, false)),
+        _ => None,
+    }
+}
+
+/// The test on records of `dtype` for `needles`: texts and prefixes on `U<n>`, byte
+/// strings on `S<n>`.
+fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
+    match (dtype, needles) {
+        (DType::Unicode { chars, endian }, Needles::Text(texts)) => {
+            TextMatch::new(texts, *chars, *endian == Endian::Big)
+        }
+        (DType::Unicode { chars, endian }, Needles::Prefix(prefixes)) => {
+            TextMatch::prefixes(prefixes, *chars, *endian == Endian::Big)
+        }
+        (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
+        _ => None,
+    }
+}
+
+/// [`pushdown::text_equality`] for a physical filter: `col = 'x'` (either way round),
+/// `col IN ('x', …)`, `OR`s of those on one column, `col LIKE 'x%'` (DataFusion's
+/// physical `LIKE` escapes with `\`), with text or byte-string literals.
+pub(crate) fn physical_text_equality(e: &Arc<dyn PhysicalExpr>) -> Option<(String, Needles)> {
+    fn column(e: &Arc<dyn PhysicalExpr>) -> Option<String> {
+        e.downcast_ref::<Column>().map(|c| c.name().to_string())
+    }
+    fn value(e: &Arc<dyn PhysicalExpr>) -> Option<Needles> {
+        Needles::of_literal(e.downcast_ref::<Literal>()?.value())
+    }
+    if let Some(b) = e.downcast_ref::<BinaryExpr>() {
+        let (left, right) = (b.left(), b.right());
+        return match b.op() {
+            Operator::Eq => match (column(left), value(right)) {
+                (Some(c), Some(v)) => Some((c, v)),
+                _ => Some((column(right)?, value(left)?)),
+            },
+            Operator::Or => {
+                let (a, x) = physical_text_equality(left)?;
+                let (b, y) = physical_text_equality(right)?;
+                if a != b {
+                    return None;
+                }
+                Some((a, x.extend(y)?))
+            }
+            _ => None,
+        };
+    }
+    if let Some(l) = e.downcast_ref::<LikeExpr>() {
+        if l.negated() || l.case_insensitive() {
+            return None;
+        }
+        let prefix = Needles::like_prefix(value(l.pattern())?, '\\')?;
+        return Some((column(l.expr())?, prefix));
+    }
+    if let Some(l) = e.downcast_ref::<InListExpr>() {
+        if l.negated() {
+            return None;
+        }
+        let c = column(l.expr())?;
+        let mut values = l.list().iter().map(value);
+        let first = values.next()??;
+        return Some((c, values.try_fold(first, |acc, v| acc.extend(v?))?));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{DataType, Field};
+    use datafusion::common::{DFSchema, ScalarValue};
+    use datafusion::prelude::{SessionContext, col, lit};
+
+    /// Every filter the logical analysis recognises is recognised the same way once
+    /// planned, and those it refuses stay refused.
+    #[test]
+    fn physical_filters_are_read_as_the_logical_ones() {
+        let schema = Schema::new(vec![
+            Field::new("name", DataType::Utf8, true),
+            Field::new("other", DataType::Utf8, true),
+            Field::new("blob", DataType::Binary, true),
+            Field::new("i", DataType::Int64, true),
+        ]);
+        let df_schema = DFSchema::try_from(schema.clone()).unwrap();
+        let bytes = |b: &[u8]| lit(ScalarValue::Binary(Some(b.to_vec())));
+        let cases = [
+            col("name").eq(lit("x")),
+            lit("x").eq(col("name")),
+            col("name").in_list(vec![lit("a"), lit("b")], false),
+            col("name").in_list(vec![lit("a"), lit("b")], true),
+            col("name").eq(lit("a")).or(col("name").eq(lit("b"))),
+            col("name").eq(lit("a")).or(col("other").eq(lit("b"))),
+            col("name").like(lit("ab%")),
+            col("name").like(lit("a_b%")),
+            col("name").like(lit("a\\%%")),
+            col("name").like(lit("%ab")),
+            col("name").not_like(lit("ab%")),
+            col("name").ilike(lit("ab%")),
+            col("name").like(lit("a%")).or(col("name").like(lit("b%"))),
+            col("name").eq(lit("a")).or(col("name").like(lit("b%"))),
+            col("blob").eq(bytes(b"\x00\xff")),
+            col("name").eq(lit(ScalarValue::Utf8(None))),
+            col("name").not_eq(lit("x")),
+            col("i").eq(lit(3i64)),
+        ];
+        let state = SessionContext::new().state();
+        let mut recognised = 0;
+        for e in cases {
+            let physical = state.create_physical_expr(e.clone(), &df_schema).unwrap();
+            let logical = pushdown::text_equality(&e);
+            assert_eq!(physical_text_equality(&physical), logical, "{e}");
+            recognised += usize::from(logical.is_some());
+        }
+        assert_eq!(recognised, 7);
+    }
+}
