@@ -77,6 +77,13 @@ const QUERIES: &[Query] = &[
         columns: "value",
     },
     Query {
+        name: "walk: min, max, avg (full scan)",
+        sql: "SELECT min(value), max(value), avg(value) FROM walk_{c}",
+        check: Check::Same,
+        floor: &["walk-{c}.b2nd"],
+        columns: "value",
+    },
+    Query {
         name: "walk: 0.1% dim_0 range",
         sql: "SELECT sum(value) FROM walk_{c} WHERE dim_0 BETWEEN 5000000 AND 5009999",
         check: Check::Same,
@@ -142,6 +149,13 @@ const QUERIES: &[Query] = &[
               WHERE dim_0 BETWEEN 3000 AND 3818 AND dim_1 BETWEEN 4000 AND 4818",
         check: Check::Same,
         floor: &[],
+        columns: "",
+    },
+    Query {
+        name: "grid: max per row (GROUP BY dim_0)",
+        sql: "SELECT dim_0, max(value) AS m FROM grid_{c} GROUP BY dim_0",
+        check: Check::Summed("count(*), sum(dim_0), sum(m)"),
+        floor: &["grid-{c}.b2nd"],
         columns: "",
     },
     Query {

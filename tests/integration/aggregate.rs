@@ -1,6 +1,6 @@
 //! Aggregates fused into the scan (`Blosc2AggregateExec`) against DataFusion's own
-//! aggregation of the same scan: every fixture dtype `sum`/`avg`/`count` applies to, nulls,
-//! NaN, dim ranges the scan trims, several partition counts. Each
+//! aggregation of the same scan: every fixture dtype `sum`/`avg`/`count`/`min`/`max` apply
+//! to, nulls, NaN, dim ranges the scan trims, several partition counts. Each
 //! query's plan is checked to have taken the fused path (or, for shapes it must leave
 //! alone, not to).
 
@@ -114,15 +114,18 @@ async fn fused_aggregates_match_datafusion_on_every_numeric_dtype() {
         let (fused, plain) = contexts(partitions, &refs).await;
         for (name, _) in &tables {
             let all = format!(
-                "SELECT sum(value), avg(value), count(*), count(value), sum(dim_0), avg(dim_0) FROM {name}"
+                "SELECT sum(value), avg(value), count(*), count(value), sum(dim_0), avg(dim_0), \
+                 min(value), max(value) FROM {name}"
             );
             check(&fused, &plain, &all, true).await;
-            let range =
-                format!("SELECT sum(value), count(*) FROM {name} WHERE dim_0 BETWEEN 3 AND 40");
+            let range = format!(
+                "SELECT sum(value), count(*), max(value), min(value) FROM {name} \
+                 WHERE dim_0 BETWEEN 3 AND 40"
+            );
             check(&fused, &plain, &range, true).await;
             let grouped = format!(
-                "SELECT dim_0, sum(value), avg(value), count(*), count(value) FROM {name} \
-                 WHERE dim_0 BETWEEN 3 AND 40 GROUP BY dim_0 ORDER BY dim_0"
+                "SELECT dim_0, sum(value), avg(value), count(*), count(value), min(value), \
+                 max(value) FROM {name} WHERE dim_0 BETWEEN 3 AND 40 GROUP BY dim_0 ORDER BY dim_0"
             );
             check(&fused, &plain, &grouped, true).await;
         }
@@ -138,6 +141,10 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         ("big", "tests/fixtures/b2nd/geom-1d-big.b2nd"),
         ("u8max", "tests/fixtures/b2nd/dtype-le_u8.b2nd"),
         ("specials", "tests/fixtures/b2nd/special-*.b2nd"),
+        ("ts_ms", "tests/fixtures/b2nd/dtype-le_M8_ms.b2nd"),
+        ("days", "tests/fixtures/b2nd/dtype-le_M8_D.b2nd"),
+        ("dur", "tests/fixtures/b2nd/dtype-le_m8_ns.b2nd"),
+        ("h", "tests/fixtures/b2nd/dtype-le_f2.b2nd"),
     ];
     let (fused, plain) = contexts(2, &tables).await;
     let yes = [
@@ -162,6 +169,21 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         "SELECT dim_0, sum(value), avg(value) FROM big WHERE dim_0 > 99990 GROUP BY dim_0 ORDER BY dim_0",
         "SELECT dim_0, sum(value), count(*) FROM specials GROUP BY dim_0 ORDER BY dim_0",
         "SELECT dim_0, sum(value) FROM u8max GROUP BY dim_0 ORDER BY dim_0",
+        // min/max by total order: NaN (v), nulls (k, a, f, g, NaT), temporal types, an
+        // unsigned column past i64 (u8max), special chunks (specials).
+        "SELECT min(v), max(v), min(k), max(k), count(*) FROM ev",
+        "SELECT min(value), max(value), count(value) FROM ts_ms",
+        "SELECT min(value), max(value), count(*) FROM days WHERE dim_0 > 2",
+        "SELECT dim_0, min(value), max(value) FROM dur GROUP BY dim_0 ORDER BY dim_0",
+        "SELECT min(value), max(value), count(*) FROM h",
+        "SELECT min(v), max(v), min(t), max(t), min(k), max(k), avg(v) FROM ev",
+        "SELECT min(a), max(a), min(f), max(f), min(g), max(g), count(*) FROM nulls",
+        "SELECT min(value), max(value), sum(value) FROM u8max",
+        "SELECT min(value), max(value), avg(value) FROM specials",
+        "SELECT dim_0, min(value), max(value) FROM geo GROUP BY dim_0 ORDER BY dim_0",
+        "SELECT dim_2, max(value), min(dim_1) FROM geo WHERE dim_0 IN (1, 3) GROUP BY dim_2 ORDER BY dim_2",
+        "SELECT dim_0, min(value), max(value) FROM specials GROUP BY dim_0 ORDER BY dim_0",
+        "SELECT dim_0, max(value) FROM u8max GROUP BY dim_0 ORDER BY dim_0",
     ];
     for sql in yes {
         check(&fused, &plain, sql, true).await;
@@ -172,9 +194,14 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         "SELECT dim_0 % 2 AS d, sum(value) FROM geo GROUP BY dim_0 % 2 ORDER BY d",
         "SELECT dim_0, sum(value) FROM big WHERE dim_0 < 0 GROUP BY dim_0",
         "SELECT k, sum(t) FROM ev GROUP BY k ORDER BY k",
-        "SELECT dim_0, min(value) FROM geo GROUP BY dim_0 ORDER BY dim_0",
         "SELECT sum(DISTINCT value) FROM geo",
+        "SELECT min(value + 1) FROM geo",
+        // No rows selected: DataFusion answers min/max from the exact statistics.
+        "SELECT min(value), max(value) FROM big WHERE dim_0 < 0",
+        // Ungrouped min/max alone: DataFusion's dynamic filter prunes the scan instead.
         "SELECT min(value), max(value) FROM geo",
+        "SELECT max(value) FROM u8max",
+        "SELECT max(tag) FROM ev",
         "SELECT sum(t) FILTER (WHERE k > 3) FROM ev",
         "SELECT sum(t) FROM ev WHERE v > 50",
         "SELECT count(f + 1) FROM nulls",

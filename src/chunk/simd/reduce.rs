@@ -1,5 +1,6 @@
-//! Sums of numeric slices for the fused aggregates (`provider::aggregate`): the same loop
-//! compiled twice, for the baseline target and with AVX2, chosen at run time. The loops
+//! Sums and extremes (`min`/`max` by order key) of numeric slices for the fused aggregates
+//! (`provider::aggregate`): the same loop compiled twice, for the baseline target and with
+//! AVX2, chosen at run time. The loops
 //! are plain Rust the compiler vectorizes; AVX2 doubles the width of the widening
 //! conversions and additions (`f32` → `f64` sums: 0.157 → 0.078 ns per value here). Both
 //! builds run the same operations in the same order, so their results are bit-identical
@@ -94,9 +95,184 @@ pub fn sum_wrapping_portable<T: AsI64>(v: &[T]) -> i64 {
     s
 }
 
+/// Values ranked by an integer **order key**: integers as themselves (`u64` with its top
+/// bit flipped), floats by IEEE 754's total order (`f64::total_cmp`: a NaN with its sign
+/// bit clear above every number, one with it set below, `-0.0 < 0.0`). Keys of types of
+/// up to 32 bits are `i32`, so that vectors hold twice as many.
+pub trait OrderKey: Copy {
+    /// The key type (`i32` or `i64`).
+    type Key: Copy + Ord + Into<i64>;
+    /// The least key.
+    const LEAST: Self::Key;
+    /// The greatest key.
+    const MOST: Self::Key;
+    /// The value's key.
+    fn key(self) -> Self::Key;
+}
+
+macro_rules! int_keys {
+    ($k:ty: $($t:ty),*) => {$(
+        impl OrderKey for $t {
+            type Key = $k;
+            const LEAST: $k = <$k>::MIN;
+            const MOST: $k = <$k>::MAX;
+            #[inline(always)]
+            fn key(self) -> $k {
+                self as $k
+            }
+        }
+    )*};
+}
+int_keys!(i32: i8, i16, i32, u8, u16);
+int_keys!(i64: i64, u32);
+
+impl OrderKey for u64 {
+    type Key = i64;
+    const LEAST: i64 = i64::MIN;
+    const MOST: i64 = i64::MAX;
+    #[inline(always)]
+    fn key(self) -> i64 {
+        (self ^ (1 << 63)) as i64
+    }
+}
+
+// A negative float's magnitude bits are flipped, so that larger magnitudes rank lower; the
+// sign bit keeps negatives below positives. The map is its own inverse.
+impl OrderKey for f32 {
+    type Key = i32;
+    const LEAST: i32 = i32::MIN;
+    const MOST: i32 = i32::MAX;
+    #[inline(always)]
+    fn key(self) -> i32 {
+        let b = self.to_bits() as i32;
+        b ^ (((b >> 31) as u32) >> 1) as i32
+    }
+}
+
+impl OrderKey for f64 {
+    type Key = i64;
+    const LEAST: i64 = i64::MIN;
+    const MOST: i64 = i64::MAX;
+    #[inline(always)]
+    fn key(self) -> i64 {
+        let b = self.to_bits() as i64;
+        b ^ (((b >> 63) as u64) >> 1) as i64
+    }
+}
+
+/// The least and greatest order keys of `v` (as `i64`), or `None` when it is empty.
+pub fn extremes<T: OrderKey>(v: &[T]) -> Option<(i64, i64)> {
+    if v.is_empty() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::enabled() && super::has_avx2() {
+        // SAFETY: as in `sum_f64`.
+        return Some(unsafe { extremes_avx2(v) });
+    }
+    Some(extremes_portable(v))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn extremes_avx2<T: OrderKey>(v: &[T]) -> (i64, i64) {
+    extremes_portable(v)
+}
+
+/// [`extremes`] for the baseline target (inlined into the AVX2 build too), for a
+/// non-empty `v`: `LANES` independent minima and maxima, so that the compares vectorize.
+#[inline(always)]
+pub fn extremes_portable<T: OrderKey>(v: &[T]) -> (i64, i64) {
+    let mut lo = [T::MOST; LANES];
+    let mut hi = [T::LEAST; LANES];
+    let mut it = v.chunks_exact(LANES);
+    for c in &mut it {
+        for ((l, h), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(c) {
+            let k = x.key();
+            *l = (*l).min(k);
+            *h = (*h).max(k);
+        }
+    }
+    let (mut a, mut b) = (T::MOST, T::LEAST);
+    for (&l, &h) in lo.iter().zip(&hi) {
+        a = a.min(l);
+        b = b.max(h);
+    }
+    for &x in it.remainder() {
+        let k = x.key();
+        a = a.min(k);
+        b = b.max(k);
+    }
+    (a.into(), b.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keys rank as `total_cmp` and `Ord` do; the dispatched extremes equal the portable
+    /// ones and a plain fold, for every length around the lane count.
+    #[test]
+    fn extremes_follow_the_order_keys() {
+        let floats = [
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::MIN_POSITIVE / 4.0,
+            -f64::MIN_POSITIVE / 4.0,
+            f64::MAX,
+            f64::MIN,
+        ];
+        for &a in &floats {
+            for &b in &floats {
+                assert_eq!(a.key().cmp(&b.key()), a.total_cmp(&b), "{a} {b}");
+                let (x, y) = (a as f32, b as f32);
+                assert_eq!(x.key().cmp(&y.key()), x.total_cmp(&y), "{x} {y}");
+            }
+        }
+        for (a, b) in [
+            (0u64, 1u64),
+            (u64::MAX - 1, u64::MAX),
+            (1 << 63, (1 << 63) - 1),
+        ] {
+            assert_eq!(a.key().cmp(&b.key()), a.cmp(&b));
+        }
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for n in (1..70).chain([1000, 4099]) {
+            let bytes = crate::chunk::random_bytes(&mut seed, 8 * n);
+            let f64s: Vec<f64> = bytes
+                .chunks_exact(8)
+                .enumerate()
+                .map(|(i, b)| match i % 11 {
+                    3 => floats[(i / 11) % floats.len()],
+                    _ => f64::from_le_bytes(b.try_into().unwrap()),
+                })
+                .collect();
+            let f32s: Vec<f32> = f64s.iter().map(|&x| x as f32).collect();
+            let u64s: Vec<u64> = bytes
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            let i8s: Vec<i8> = bytes.iter().take(n).map(|&b| b as i8).collect();
+            fn fold<T: OrderKey>(v: &[T]) -> (i64, i64) {
+                let keys = v.iter().map(|x| x.key().into());
+                (keys.clone().min().unwrap(), keys.max().unwrap())
+            }
+            assert_eq!(extremes(&f64s), Some(fold(&f64s)), "n={n}");
+            assert_eq!(extremes_portable(&f64s), fold(&f64s), "n={n}");
+            assert_eq!(extremes(&f32s), Some(fold(&f32s)), "n={n}");
+            assert_eq!(extremes_portable(&f32s), fold(&f32s), "n={n}");
+            assert_eq!(extremes(&u64s), Some(fold(&u64s)), "n={n}");
+            assert_eq!(extremes(&i8s), Some(fold(&i8s)), "n={n}");
+            assert_eq!(extremes_portable(&i8s), fold(&i8s), "n={n}");
+        }
+        assert_eq!(extremes::<f64>(&[]), None);
+    }
 
     /// Every length around the lane count, random values of several types: the
     /// dispatched build (AVX2 here) equals the portable one bit for bit, and the

@@ -24,6 +24,10 @@ pub enum AggKind {
     Sum,
     /// `avg(col)`: a count and a `Float64` sum.
     Avg,
+    /// `min(col)`, in the column's type (`extremes.rs`).
+    Min,
+    /// `max(col)`, in the column's type.
+    Max,
 }
 
 /// The accumulator a sum adds into: DataFusion's return type of `sum` over the column.
@@ -80,8 +84,13 @@ pub enum Sum {
 pub struct AggState {
     /// Non-null values (rows, for `count(*)`).
     pub count: u64,
-    /// The sum of those values (unused by `count`).
+    /// The sum of those values (unused by `count`, `min` and `max`).
     pub sum: Sum,
+    /// The least and greatest order keys of those values (`min`, `max`; see
+    /// `extremes.rs`), meaningful once `count > 0`.
+    pub lo: i64,
+    /// See `lo`.
+    pub hi: i64,
 }
 
 impl AggState {
@@ -92,7 +101,22 @@ impl AggState {
             SumType::U64 => Sum::U64(0),
             SumType::F64 => Sum::F64(0.0),
         };
-        AggState { count: 0, sum }
+        AggState {
+            count: 0,
+            sum,
+            lo: i64::MAX,
+            hi: i64::MIN,
+        }
+    }
+
+    /// Folds the non-null values of `col` (a type `extremes::supported` admits) into
+    /// the count and the extremes.
+    pub fn add_extremes(&mut self, col: &dyn Array) {
+        if let Some((lo, hi)) = super::extremes::extremes(col) {
+            self.count += (col.len() - col.logical_null_count()) as u64;
+            self.lo = self.lo.min(lo);
+            self.hi = self.hi.max(hi);
+        }
     }
 
     /// Counts `rows` rows (`count(*)`).
@@ -203,7 +227,8 @@ mod tests {
             s,
             AggState {
                 count: 9,
-                sum: Sum::F64(12.0)
+                sum: Sum::F64(12.0),
+                ..AggState::new(SumType::F64)
             }
         );
 
@@ -216,7 +241,8 @@ mod tests {
             s,
             AggState {
                 count: 6,
-                sum: Sum::I64(2 * one)
+                sum: Sum::I64(2 * one),
+                ..AggState::new(SumType::I64)
             }
         );
 
@@ -227,7 +253,8 @@ mod tests {
             s,
             AggState {
                 count: 3,
-                sum: Sum::I64(i64::MIN + 1)
+                sum: Sum::I64(i64::MIN + 1),
+                ..AggState::new(SumType::I64)
             }
         );
 
@@ -238,7 +265,8 @@ mod tests {
             s,
             AggState {
                 count: 2,
-                sum: Sum::U64(1)
+                sum: Sum::U64(1),
+                ..AggState::new(SumType::U64)
             }
         );
     }

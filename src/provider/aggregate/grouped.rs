@@ -1,7 +1,8 @@
 //! The states of a fused aggregation grouped by one array coordinate (`GROUP BY dim_k`).
 //! A coordinate lies in `0..shape[k]`, so the states are dense vectors indexed by it: a
 //! row costs an indexed add, and a run of rows with the same coordinate (a row of the
-//! array, grouped by `dim_0`) one slice sum. Semantics are those of [`super::fold`].
+//! array, grouped by `dim_0`) one slice sum (or one slice `min`/`max`). Semantics are
+//! those of [`super::fold`] and `extremes.rs`.
 
 use super::FusedAggregate;
 use super::fold::{AggKind, SumType};
@@ -23,6 +24,11 @@ enum Sums {
     I64(Vec<i64>),
     U64(Vec<u64>),
     F64(Vec<f64>),
+    /// `min` and `max`: the least and greatest order keys (`extremes.rs`).
+    Extremes {
+        lo: Vec<i64>,
+        hi: Vec<i64>,
+    },
 }
 
 /// Per-group states of all the aggregates of a fused node.
@@ -44,6 +50,10 @@ impl GroupedStates {
             sums: aggs
                 .iter()
                 .map(|a| match (a.kind, a.sum_type) {
+                    (AggKind::Min | AggKind::Max, _) => Sums::Extremes {
+                        lo: vec![i64::MAX; bound],
+                        hi: vec![i64::MIN; bound],
+                    },
                     (AggKind::Count, _) | (_, None) => Sums::None,
                     (_, Some(SumType::I64)) => Sums::I64(vec![0; bound]),
                     (_, Some(SumType::U64)) => Sums::U64(vec![0; bound]),
@@ -92,6 +102,9 @@ impl GroupedStates {
                     None => for_runs(keys, |g, i, j| counts[g] += (j - i) as u64),
                 },
                 Sums::F64(s) => add_floats(col, keys, nulls, counts, s),
+                Sums::Extremes { lo, hi } => {
+                    super::extremes::add_grouped(col.as_ref(), keys, counts, lo, hi)
+                }
                 Sums::I64(s) => {
                     add_ints(col, keys, nulls, counts, |g, x| s[g] = s[g].wrapping_add(x))
                 }
@@ -134,10 +147,23 @@ impl GroupedStates {
                     Sums::F64(s) => Arc::new(Float64Array::from_iter(
                         groups.iter().map(|&g| some(g).then_some(s[g])),
                     )),
-                    Sums::None => count_column(),
+                    Sums::None | Sums::Extremes { .. } => count_column(),
                 }
             };
             match (a.kind, sums) {
+                (AggKind::Min | AggKind::Max, Sums::Extremes { lo, hi }) => {
+                    let keys = if a.kind == AggKind::Min { lo } else { hi };
+                    let t = a.value_type.as_ref().ok_or_else(|| {
+                        DataFusionError::Internal("fused min/max without a type".into())
+                    })?;
+                    let values = groups.iter().map(|&g| some(g).then_some(keys[g]));
+                    cols.push(super::extremes::values_of(t, values)?);
+                }
+                (AggKind::Min | AggKind::Max, _) => {
+                    return Err(DataFusionError::Internal(
+                        "fused min/max without extremes".into(),
+                    ));
+                }
                 (AggKind::Count, _) | (_, Sums::None) => cols.push(count_column()),
                 (AggKind::Sum, _) => cols.push(sum()),
                 (AggKind::Avg, Sums::F64(s)) if output == super::Output::Final => {
@@ -189,7 +215,7 @@ macro_rules! by_type {
 }
 
 /// Runs at least this long are summed as slices (vectorized), shorter ones value by value.
-const SLICE_RUN: usize = 16;
+pub(super) const SLICE_RUN: usize = 16;
 
 fn add_floats(
     col: &ArrayRef,
@@ -282,6 +308,7 @@ mod tests {
             kind,
             column,
             sum_type,
+            value_type: None,
             name: String::new(),
         }
     }

@@ -1,5 +1,5 @@
-//! Aggregates fused into the scan: a `sum`, `avg` or `count` straight over a
-//! [`Blosc2Exec`], ungrouped or grouped by one array coordinate (`GROUP BY dim_k`, in
+//! Aggregates fused into the scan: a `sum`, `avg`, `count`, `min` or `max` (`extremes.rs`)
+//! straight over a [`Blosc2Exec`], ungrouped or grouped by one array coordinate (`GROUP BY dim_k`, in
 //! dense states over the coordinate's exact range: `grouped.rs`), is folded as the scan's
 //! batches arrive, without the `CAST` copies and per-batch work of DataFusion's partial
 //! `AggregateExec` (which cost about 80 % of the LZ4 decode of a `Float32` column on a
@@ -12,11 +12,14 @@
 //! DataFusion's final aggregation above it is unchanged. A one-partition scan under
 //! `AggregateExec(Single)` gets the aggregates' values the same way; a multi-file table (a
 //! union of scans) gets one fused node per member. The scan under a fused node yields
-//! whole scan units instead of `batch_size` slices. Anything the rule does not recognise
+//! whole scan units instead of `batch_size` slices, which the node folds in cache-sized
+//! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan, whose dynamic filter lets
+//! the scan skip units on their statistics. Anything the rule does not recognise
 //! exactly (grouping by anything but one coordinate, `DISTINCT`, `FILTER`, other
 //! functions, decimals, casts that are not widenings, a group limit) keeps DataFusion's
 //! plan.
 
+mod extremes;
 mod fold;
 mod grouped;
 
@@ -50,7 +53,7 @@ use grouped::GroupedStates;
 use std::fmt;
 use std::sync::Arc;
 
-/// The physical optimizer rule that fuses `sum`/`avg`/`count` into Blosc2 scans
+/// The physical optimizer rule that fuses `sum`/`avg`/`count`/`min`/`max` into Blosc2 scans
 /// (see the module docs). [`crate::provider::Blosc2SessionExt`] installs it.
 #[derive(Debug, Default)]
 pub struct Blosc2AggregatePushdown;
@@ -89,8 +92,10 @@ pub struct FusedAggregate {
     pub kind: AggKind,
     /// The scan column it reads; `None` counts rows (`count(*)`).
     pub column: Option<usize>,
-    /// The accumulator type of `sum` and `avg` (`count` uses none).
+    /// The accumulator type of `sum` and `avg` (`count`, `min` and `max` use none).
     pub sum_type: Option<SumType>,
+    /// The column's type, for `min` and `max` (their result's type).
+    pub value_type: Option<DataType>,
     /// DataFusion's name of the aggregate, for display.
     pub name: String,
 }
@@ -135,6 +140,15 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         .iter()
         .map(|a| fused_aggregate(a, projection, &scan_schema))
         .collect::<Option<Vec<_>>>()?;
+    // Ungrouped `min`/`max` alone stay with DataFusion: its aggregation pushes a dynamic
+    // filter (`value < min so far OR value > max so far`) into the scan, which then skips
+    // the units whose statistics cannot change the answer.
+    let extremes_only = aggs
+        .iter()
+        .all(|a| matches!(a.kind, AggKind::Min | AggKind::Max));
+    if group_column.is_none() && extremes_only {
+        return None;
+    }
     let schema = agg.schema();
     let key_type = group_column.map(|_| DataType::Int64);
     let types = key_type.into_iter().chain(output_types(&aggs, output));
@@ -206,7 +220,8 @@ fn coordinate_bound(scan: &Arc<dyn ExecutionPlan>, c: usize) -> Option<usize> {
 
 /// `a` as a fused aggregate over a scan of `scan_schema` (below `projection`, if any), if
 /// it is one: `count`, `sum` or `avg` of a column (or a widening cast of one, as
-/// DataFusion coerces `sum`/`avg` arguments), or `count(*)`.
+/// DataFusion coerces `sum`/`avg` arguments), `count(*)`, or `min`/`max` of a numeric or
+/// temporal column.
 fn fused_aggregate(
     a: &AggregateFunctionExpr,
     projection: Option<&ProjectionExec>,
@@ -219,10 +234,24 @@ fn fused_aggregate(
         "count" => AggKind::Count,
         "sum" => AggKind::Sum,
         "avg" => AggKind::Avg,
+        "min" => AggKind::Min,
+        "max" => AggKind::Max,
         _ => return None,
     };
     let [arg] = a.expressions().try_into().ok()?;
-    let (column, sum_type) = match (kind, resolve(&arg, projection)?) {
+    let arg = resolve(&arg, projection)?;
+    if let (AggKind::Min | AggKind::Max, Arg::Column(c, None)) = (kind, &arg) {
+        let t = scan_schema.field(*c).data_type();
+        return extremes::supported(t).then(|| FusedAggregate {
+            kind,
+            column: Some(*c),
+            sum_type: None,
+            value_type: Some(t.clone()),
+            name: a.name().to_string(),
+        });
+    }
+    let (column, sum_type) = match (kind, arg) {
+        (AggKind::Min | AggKind::Max, _) => return None,
         (AggKind::Count, Arg::Rows) => (None, None),
         // Counting non-nulls: a cast keeps nulls where they are, but could fail.
         (AggKind::Count, Arg::Column(c, None)) => (Some(c), None),
@@ -242,6 +271,7 @@ fn fused_aggregate(
         kind,
         column,
         sum_type,
+        value_type: None,
         name: a.name().to_string(),
     })
 }
@@ -306,9 +336,10 @@ pub enum Output {
 
 /// The column types `aggs` produce in order: `count` → `Int64`; `sum` → its sum type;
 /// `avg` → `Float64`, or as partial state a `UInt64` count and a `Float64` sum
-/// (DataFusion's state fields).
+/// (DataFusion's state fields); `min`/`max` → the column's type (value and state alike).
 fn output_types(aggs: &[FusedAggregate], output: Output) -> impl Iterator<Item = DataType> + '_ {
     aggs.iter().flat_map(move |a| match (a.kind, a.sum_type) {
+        (AggKind::Min | AggKind::Max, _) => vec![a.value_type.clone().unwrap_or(DataType::Null)],
         (AggKind::Count, _) => vec![DataType::Int64],
         (AggKind::Sum, Some(t)) => vec![t.data_type()],
         (AggKind::Avg, _) if output == Output::Final => vec![DataType::Float64],
@@ -433,7 +464,9 @@ impl ExecutionPlan for Blosc2AggregateExec {
                 while let Some(batch) = input.next().await {
                     let batch = batch?;
                     let _t = baseline.elapsed_compute().timer();
-                    states.add_batch(&batch, group.column, &aggs)?;
+                    for piece in cache_sized(&batch) {
+                        states.add_batch(&piece, group.column, &aggs)?;
+                    }
                 }
                 let batch = states.output(&schema, &aggs, output)?;
                 baseline.record_output(batch.num_rows());
@@ -454,11 +487,16 @@ impl ExecutionPlan for Blosc2AggregateExec {
             while let Some(batch) = input.next().await {
                 let batch = batch?;
                 let _t = baseline.elapsed_compute().timer();
-                for (a, s) in aggs.iter().zip(&mut states) {
-                    match (a.kind, a.column) {
-                        (_, None) => s.add_rows(batch.num_rows()),
-                        (AggKind::Count, Some(c)) => s.add_count(batch.column(c).as_ref()),
-                        (_, Some(c)) => s.add_values(batch.column(c)),
+                for batch in cache_sized(&batch) {
+                    for (a, s) in aggs.iter().zip(&mut states) {
+                        match (a.kind, a.column) {
+                            (_, None) => s.add_rows(batch.num_rows()),
+                            (AggKind::Count, Some(c)) => s.add_count(batch.column(c).as_ref()),
+                            (AggKind::Min | AggKind::Max, Some(c)) => {
+                                s.add_extremes(batch.column(c).as_ref())
+                            }
+                            (_, Some(c)) => s.add_values(batch.column(c)),
+                        }
                     }
                 }
             }
@@ -476,6 +514,19 @@ impl ExecutionPlan for Blosc2AggregateExec {
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
     }
+}
+
+/// Rows folded at a time: the scan yields whole units (up to millions of rows), and each
+/// aggregate reads its column once per piece, so pieces of this size are read again from
+/// the cache rather than from memory.
+const PIECE_ROWS: usize = 16 * 1024;
+
+/// `batch` in pieces of at most [`PIECE_ROWS`] rows (views of it, no copy).
+fn cache_sized(batch: &RecordBatch) -> impl Iterator<Item = RecordBatch> + '_ {
+    let n = batch.num_rows();
+    (0..n.max(1))
+        .step_by(PIECE_ROWS)
+        .map(move |at| batch.slice(at, PIECE_ROWS.min(n - at)))
 }
 
 /// The one output row: per aggregate, the columns [`output_types`] lists. A sum or
@@ -497,6 +548,19 @@ fn output_batch(
             (false, Sum::F64(_)) => Arc::new(Float64Array::from(vec![None])),
         };
         match a.kind {
+            AggKind::Min | AggKind::Max => {
+                let key = match a.kind {
+                    AggKind::Min => s.lo,
+                    _ => s.hi,
+                };
+                let t = a.value_type.as_ref().ok_or_else(|| {
+                    DataFusionError::Internal("fused min/max without a type".into())
+                })?;
+                cols.push(extremes::values_of(
+                    t,
+                    std::iter::once((s.count > 0).then_some(key)),
+                )?);
+            }
             AggKind::Count => cols.push(Arc::new(Int64Array::from(vec![s.count as i64]))),
             AggKind::Sum => cols.push(sum),
             AggKind::Avg if output == Output::Final => {
