@@ -12,7 +12,7 @@ use crate::chunk::simd::reduce;
 use arrow::array::{
     Array, ArrayRef, AsArray, Float16Array, Float32Array, Float64Array, PrimitiveArray,
 };
-use arrow::array::{Int64Array, UInt16Array, UInt64Array};
+use arrow::array::{Int32Array, Int64Array, UInt16Array, UInt64Array};
 use arrow::buffer::ScalarBuffer;
 use arrow::compute::{max, min};
 use arrow::datatypes::{
@@ -27,28 +27,31 @@ use datafusion::error::{DataFusionError, Result};
 use std::sync::Arc;
 
 /// Whether `min`/`max` of a column of type `t` can be fused: numbers and the temporal
-/// types stored as integers.
+/// types stored as integers (those [`values_of`] rebuilds by a cast from `Int64`).
 pub fn supported(t: &DataType) -> bool {
     use DataType::*;
-    matches!(
-        t,
-        Int8 | Int16
-            | Int32
-            | Int64
-            | UInt8
-            | UInt16
-            | UInt32
-            | UInt64
-            | Float16
-            | Float32
-            | Float64
-            | Date32
-            | Date64
-            | Timestamp(_, _)
-            | Duration(_)
-            | Time32(TimeUnit::Second | TimeUnit::Millisecond)
-            | Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
-    )
+    let rebuilt = matches!(t, Float16 | Float32 | Float64 | UInt64 | Time32(_))
+        || arrow::compute::can_cast_types(&Int64, t);
+    rebuilt
+        && matches!(
+            t,
+            Int8 | Int16
+                | Int32
+                | Int64
+                | UInt8
+                | UInt16
+                | UInt32
+                | UInt64
+                | Float16
+                | Float32
+                | Float64
+                | Date32
+                | Date64
+                | Timestamp(_, _)
+                | Duration(_)
+                | Time32(TimeUnit::Second | TimeUnit::Millisecond)
+                | Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
+        )
 }
 
 /// The order key of an `f16` of bits `b` (`reduce::OrderKey`'s total order; `f16` is not
@@ -244,6 +247,11 @@ pub fn values_of(t: &DataType, keys: impl Iterator<Item = Option<i64>>) -> Resul
         DataType::UInt64 => Arc::new(UInt64Array::from_iter(
             keys.map(|k| k.map(|k| (k as u64) ^ (1 << 63))),
         )),
+        // Times of day in seconds or milliseconds are 32-bit, and cast from Int32 only.
+        DataType::Time32(_) => {
+            let ints: ArrayRef = Arc::new(Int32Array::from_iter(keys.map(|k| k.map(|k| k as i32))));
+            arrow::compute::cast(&ints, t)?
+        }
         // Every other supported type's values fit an i64 and come back by a cast, which
         // for integers and temporal types from Int64 keeps the value.
         _ => {
@@ -374,6 +382,22 @@ mod tests {
             .with_timezone("Europe/Madrid");
         let (lo, hi) = extremes(&t).unwrap();
         let back = values_of(t.data_type(), [Some(lo), Some(hi), None].into_iter()).unwrap();
+        // Every supported type comes back from its keys.
+        for t in [
+            DataType::Time32(TimeUnit::Second),
+            DataType::Time32(TimeUnit::Millisecond),
+            DataType::Time64(TimeUnit::Nanosecond),
+            DataType::Date32,
+            DataType::Date64,
+            DataType::Duration(TimeUnit::Microsecond),
+            DataType::UInt32,
+            DataType::Int8,
+        ] {
+            assert!(supported(&t), "{t}");
+            let built = values_of(&t, [Some(7), None].into_iter()).unwrap();
+            assert_eq!(built.data_type(), &t);
+            assert_eq!(built.null_count(), 1);
+        }
         assert_eq!(back.data_type(), t.data_type());
         let back = back.as_primitive::<TimestampMillisecondType>();
         assert_eq!(back.values().to_vec(), vec![-2, 5, 0]);
