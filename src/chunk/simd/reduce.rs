@@ -206,6 +206,24 @@ pub fn extremes_portable<T: OrderKey>(v: &[T]) -> (i64, i64) {
     (a.into(), b.into())
 }
 
+/// Floats whose order keys tests check: signed NaNs, infinities and zeros, subnormals,
+/// the extremes of `f64`.
+#[cfg(test)]
+pub(crate) const ORDER_TEST_FLOATS: [f64; 12] = [
+    f64::NAN,
+    -f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    f64::MIN_POSITIVE / 4.0,
+    -f64::MIN_POSITIVE / 4.0,
+    f64::MAX,
+    f64::MIN,
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,20 +232,7 @@ mod tests {
     /// ones and a plain fold, for every length around the lane count.
     #[test]
     fn extremes_follow_the_order_keys() {
-        let floats = [
-            f64::NAN,
-            -f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            0.0,
-            -0.0,
-            1.0,
-            -1.0,
-            f64::MIN_POSITIVE / 4.0,
-            -f64::MIN_POSITIVE / 4.0,
-            f64::MAX,
-            f64::MIN,
-        ];
+        let floats = ORDER_TEST_FLOATS;
         for &a in &floats {
             for &b in &floats {
                 assert_eq!(a.key().cmp(&b.key()), a.total_cmp(&b), "{a} {b}");
