@@ -59,6 +59,17 @@ impl VarValues {
         self.len() == 0
     }
 
+    /// The values of rows `rows` (indices into these), in that order.
+    pub fn select(&self, rows: impl Iterator<Item = usize>) -> VarValues {
+        let mut out = VarValues::new();
+        for i in rows {
+            let present = self.present.is_empty() || self.present[i];
+            let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+            out.push(present.then(|| &self.data[a..b]));
+        }
+        out
+    }
+
     #[inline(always)]
     fn push(&mut self, value: Option<&[u8]>) {
         match value {

@@ -517,7 +517,7 @@ impl BatchReader {
                     // Of the items that passed, those of the rows kept in the end.
                     let still =
                         BooleanBuffer::from_iter(passed.set_indices().map(|i| keep.value(i)));
-                    let arr = items_array(*kind, kept_items(values, &still), &what)?;
+                    let arr = items_array(*kind, values.select(still.set_indices()), &what)?;
                     let arr = self
                         .table_nulls(t, p, arr, rows.clone(), Some(&keep), stats)
                         .await?;
@@ -648,26 +648,6 @@ fn kept_records(data: &[u8], keep: &BooleanBuffer, size: usize) -> Vec<u8> {
         packed.extend_from_slice(&data[i * size..][..size]);
     }
     packed
-}
-
-/// The items `keep` marks, in order (their presence kept when some are `nil`).
-fn kept_items(v: &VarValues, keep: &BooleanBuffer) -> VarValues {
-    let kept = keep.count_set_bits();
-    let mut out = VarValues {
-        offsets: Vec::with_capacity(kept + 1),
-        data: Vec::new(),
-        present: Vec::with_capacity(if v.present.is_empty() { 0 } else { kept }),
-    };
-    out.offsets.push(0);
-    for i in keep.set_indices() {
-        let (a, b) = (v.offsets[i] as usize, v.offsets[i + 1] as usize);
-        out.data.extend_from_slice(&v.data[a..b]);
-        out.offsets.push(out.data.len() as i64);
-        if !v.present.is_empty() {
-            out.present.push(v.present[i]);
-        }
-    }
-    out
 }
 
 /// The elements of box `bx` of an array of a [`direct_primitive`] dtype, in C order, in

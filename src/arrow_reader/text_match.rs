@@ -126,12 +126,7 @@ impl TextMatch {
     /// When `data` is shorter than the `n` records (the caller sizes it from the same
     /// geometry).
     pub fn keep(&self, data: &[u8], n: usize, stride: usize, offset: usize) -> BooleanBuffer {
-        self.keep_by(n, |i| &data[i * stride + offset..][..self.size])
-    }
-
-    /// Whether each of `n` records, `rec(i)`, equals (or starts with) one of the needles.
-    #[inline(always)]
-    fn keep_by<'a>(&self, n: usize, rec: impl Fn(usize) -> &'a [u8]) -> BooleanBuffer {
+        let rec = |i: usize| &data[i * stride + offset..][..self.size];
         if self.prefix {
             return BooleanBuffer::collect_bool(n, |i| {
                 self.needles.iter().any(|p| rec(i).starts_with(p))

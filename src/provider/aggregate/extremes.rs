@@ -8,6 +8,8 @@
 //! total order (a NaN with its sign bit clear is above every number, one with it set below),
 //! `-0.0 < 0.0`, and the result over no non-null value is null.
 
+use super::FusedAggregate;
+use super::fold::AggKind;
 use crate::chunk::simd::reduce;
 use arrow::array::{
     Array, ArrayRef, AsArray, Float16Array, Float32Array, Float64Array, PrimitiveArray,
@@ -233,9 +235,26 @@ pub fn add_grouped(
     by_native!(col, go(keys, counts, lo, hi), ())
 }
 
+/// The results of the fused `min` or `max` `a`, one per entry of `extremes` (the least and
+/// greatest keys of its values; `None` when it had none: null), in the column's type.
+pub fn results(
+    a: &FusedAggregate,
+    extremes: impl Iterator<Item = Option<(i64, i64)>>,
+) -> Result<ArrayRef> {
+    let t = a
+        .value_type
+        .as_ref()
+        .ok_or_else(|| DataFusionError::Internal("fused min/max without a type".into()))?;
+    let max = a.kind == AggKind::Max;
+    values_of(
+        t,
+        extremes.map(|e| e.map(|(lo, hi)| if max { hi } else { lo })),
+    )
+}
+
 /// The array of type `t` (a [`supported`] one) holding the values whose order keys are
 /// `keys` (`None`: null).
-pub fn values_of(t: &DataType, keys: impl Iterator<Item = Option<i64>>) -> Result<ArrayRef> {
+fn values_of(t: &DataType, keys: impl Iterator<Item = Option<i64>>) -> Result<ArrayRef> {
     let out: ArrayRef = match t {
         DataType::Float64 => Arc::new(Float64Array::from_iter(keys.map(|k| k.map(f64_of_key)))),
         DataType::Float32 => Arc::new(Float32Array::from_iter(keys.map(|k| k.map(f32_of_key)))),

@@ -152,12 +152,8 @@ impl GroupedStates {
             };
             match (a.kind, sums) {
                 (AggKind::Min | AggKind::Max, Sums::Extremes { lo, hi }) => {
-                    let keys = if a.kind == AggKind::Min { lo } else { hi };
-                    let t = a.value_type.as_ref().ok_or_else(|| {
-                        DataFusionError::Internal("fused min/max without a type".into())
-                    })?;
-                    let values = groups.iter().map(|&g| some(g).then_some(keys[g]));
-                    cols.push(super::extremes::values_of(t, values)?);
+                    let e = groups.iter().map(|&g| some(g).then_some((lo[g], hi[g])));
+                    cols.push(super::extremes::results(a, e)?);
                 }
                 (AggKind::Min | AggKind::Max, _) => {
                     return Err(DataFusionError::Internal(

@@ -549,17 +549,8 @@ fn output_batch(
         };
         match a.kind {
             AggKind::Min | AggKind::Max => {
-                let key = match a.kind {
-                    AggKind::Min => s.lo,
-                    _ => s.hi,
-                };
-                let t = a.value_type.as_ref().ok_or_else(|| {
-                    DataFusionError::Internal("fused min/max without a type".into())
-                })?;
-                cols.push(extremes::values_of(
-                    t,
-                    std::iter::once((s.count > 0).then_some(key)),
-                )?);
+                let e = (s.count > 0).then_some((s.lo, s.hi));
+                cols.push(extremes::results(a, std::iter::once(e))?);
             }
             AggKind::Count => cols.push(Arc::new(Int64Array::from(vec![s.count as i64]))),
             AggKind::Sum => cols.push(sum),
