@@ -10,5 +10,6 @@ pub mod geometry;
 pub mod item_type;
 pub mod ndarray;
 pub mod pylit;
+mod recent;
 pub mod summary;
 pub mod table;

@@ -6,6 +6,7 @@
 
 use super::dtype::DType;
 use super::geometry::B2ndGeometry;
+use super::recent::RecentChunks;
 use crate::chunk::{Chunk, DecodeLimits};
 use crate::container::RawChunk;
 use crate::container::bcolz::BcolzCarray;
@@ -14,9 +15,7 @@ use crate::error::{Error, Result};
 use crate::io::Location;
 use crate::msgpack::{self, MsgValue};
 use bytes::Bytes;
-use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
 
 /// Smallest decoded chunk worth splitting over threads (thread start-up costs ~20 µs);
 /// scans use block threads only for chunks at least this big.
@@ -80,66 +79,6 @@ pub struct NdArray {
 /// fetches only those blocks ([`Frame::fetch_chunk_blocks`]); see
 /// [`NdArray::set_partial_fetch_min`].
 pub const PARTIAL_FETCH_MIN: u64 = 64 * 1024;
-
-/// The last few stored chunks fetched, shared by clones of an array, so that scan units
-/// smaller than a chunk (value pruning works per block) fetch each chunk once.
-/// Also remembers the chunks recently fetched in parts: a second read of one of them is
-/// taken as a scan going through it block by block, which then fetches it whole; so is a
-/// read of a chunk next to one of the recent whole ones.
-#[derive(Debug, Clone, Default)]
-struct RecentChunks(Arc<Mutex<Recent>>);
-
-#[derive(Debug, Default)]
-struct Recent {
-    whole: VecDeque<(u64, Bytes)>,
-    partial: VecDeque<u64>,
-}
-
-impl RecentChunks {
-    const CAPACITY: usize = 4;
-    const PARTIAL_CAPACITY: usize = 16;
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn get(&self, i: u64) -> Option<Bytes> {
-        let q = self.lock();
-        q.whole
-            .iter()
-            .find(|(k, _)| *k == i)
-            .map(|(_, b)| b.clone())
-    }
-
-    fn put(&self, i: u64, b: &Bytes) {
-        let mut q = self.lock();
-        if q.whole.iter().any(|(k, _)| *k == i) {
-            return;
-        }
-        if q.whole.len() == Self::CAPACITY {
-            q.whole.pop_front();
-        }
-        q.whole.push_back((i, b.clone()));
-    }
-
-    /// Whether chunk `i` may be fetched in parts now, and if so records that it is: not
-    /// when it already was recently (a second read of it), nor when a chunk next to it is
-    /// among the recent whole ones (a scan going through the array, which will read all
-    /// of `i` too: fetched in parts and then whole, a full scan of 1024 × 1024 tiles took
-    /// 1.5× its decode floor instead of 1.2×).
-    fn first_partial(&self, i: u64) -> bool {
-        let mut q = self.lock();
-        let near = |k: u64| k.abs_diff(i) == 1;
-        if q.partial.contains(&i) || q.whole.iter().any(|(k, _)| near(*k)) {
-            return false;
-        }
-        if q.partial.len() == Self::PARTIAL_CAPACITY {
-            q.partial.pop_front();
-        }
-        q.partial.push_back(i);
-        true
-    }
-}
 
 /// Parsed `b2nd` metalayer (`spec/b2nd.md` §1).
 #[derive(Debug, Clone, PartialEq)]
@@ -376,13 +315,13 @@ impl NdArray {
     /// The compressed bytes of the chunks recent reads keep (for scans of chunks in
     /// parts; at most a few chunks).
     pub fn kept_chunk_bytes(&self) -> usize {
-        self.recent.lock().whole.iter().map(|(_, b)| b.len()).sum()
+        self.recent.kept_bytes()
     }
 
     /// Drops the chunks recent reads keep (shared with this array's clones), as when a
     /// scan of it is over.
     pub fn release_kept_chunks(&self) {
-        self.recent.lock().whole.clear();
+        self.recent.release();
     }
 
     /// An estimate of the heap memory this array holds once opened (its container's
@@ -463,8 +402,14 @@ impl NdArray {
     }
 
     /// Fetches, in parts, the chunks of `missing` that a read of `bx` touches in at most
-    /// a quarter of their blocks (see [`NdArray::set_partial_fetch_min`]).
-    async fn fetch_parts(&self, missing: &[u64], bx: &[Range<u64>]) -> Result<Vec<(u64, Bytes)>> {
+    /// a quarter of their blocks (see [`NdArray::set_partial_fetch_min`]); with `busy`
+    /// (another read is fetching them whole), however many blocks it touches.
+    async fn fetch_parts(
+        &self,
+        missing: &[u64],
+        bx: &[Range<u64>],
+        busy: bool,
+    ) -> Result<Vec<(u64, Bytes)>> {
         let ChunkSource::Frame(f) = &self.source else {
             return Ok(Vec::new());
         };
@@ -481,7 +426,7 @@ impl NdArray {
             let mut blocks: Vec<usize> = g.runs(i, bx).iter().map(|r| r.block as usize).collect();
             blocks.sort_unstable();
             blocks.dedup();
-            if blocks.len() as u64 * 4 > nblocks || !self.recent.first_partial(i) {
+            if !busy && (blocks.len() as u64 * 4 > nblocks || !self.recent.first_partial(i)) {
                 continue;
             }
             if let Some(b) = f.fetch_chunk_blocks(i, &blocks, nblocks as usize).await? {
@@ -514,8 +459,21 @@ impl NdArray {
                 .collect()
         };
         let pending = unserved(&out);
-        if !pending.is_empty() && self.partial_fetch_min < u64::MAX {
-            for (i, b) in self.fetch_parts(&pending, bx).await? {
+        if pending.is_empty() {
+            return Ok(out.into_iter().flatten().collect());
+        }
+        if self.partial_fetch_min < u64::MAX {
+            // A chunk another read is fetching whole now is fetched in parts whatever
+            // share of it this read needs: a second whole fetch costs more.
+            let busy = self.recent.being_fetched(&pending);
+            let idle: Vec<u64> = pending
+                .iter()
+                .copied()
+                .filter(|i| !busy.contains(i))
+                .collect();
+            let mut parts = self.fetch_parts(&idle, bx, false).await?;
+            parts.extend(self.fetch_parts(&busy, bx, true).await?);
+            for (i, b) in parts {
                 stats.bytes_fetched += b.len() as u64;
                 for (k, slot) in chunks.iter().zip(out.iter_mut()) {
                     if *k == i && slot.is_none() {
@@ -524,23 +482,39 @@ impl NdArray {
                 }
             }
         }
-        let missing = unserved(&out);
-        if !missing.is_empty() {
-            let mut fetched = self.fetch(&missing).await?.into_iter();
-            for (i, slot) in chunks.iter().zip(out.iter_mut()) {
-                if slot.is_none() {
-                    let raw = fetched.next().ok_or_else(|| {
-                        Error::InvalidArgument(format!("chunk {i} was not fetched"))
-                    })?;
-                    stats.bytes_fetched += raw.stored_len() as u64;
-                    if let RawChunk::Stored(b) = &raw {
-                        self.recent.put(*i, b);
-                    }
-                    *slot = Some(raw);
+        let whole = unserved(&out);
+        let claim = self.recent.claim(&whole);
+        self.fetch_into(chunks, &whole, &mut out, stats).await?;
+        drop(claim);
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// Fetches the chunks `missing` (each unserved in `out`, which lines up with
+    /// `chunks`) whole into `out`, and keeps the stored ones as recent.
+    async fn fetch_into(
+        &self,
+        chunks: &[u64],
+        missing: &[u64],
+        out: &mut [Option<RawChunk>],
+        stats: &mut ReadStats,
+    ) -> Result<()> {
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut fetched = missing.iter().zip(self.fetch(missing).await?);
+        for (i, slot) in chunks.iter().zip(out.iter_mut()) {
+            if slot.is_none() && missing.contains(i) {
+                let (_, raw) = fetched
+                    .next()
+                    .ok_or_else(|| Error::InvalidArgument(format!("chunk {i} was not fetched")))?;
+                stats.bytes_fetched += raw.stored_len() as u64;
+                if let RawChunk::Stored(b) = &raw {
+                    self.recent.put(*i, b);
                 }
+                *slot = Some(raw);
             }
         }
-        Ok(out.into_iter().flatten().collect())
+        Ok(())
     }
 
     /// Expected decoded size of chunk `i` in bytes.

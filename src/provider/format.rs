@@ -91,7 +91,7 @@ impl Blosc2Format {
         let files = self.files(state);
         let (ds, _) = files.open(store, object).await?;
         let before = open_columns(&ds);
-        let (statistics, ds) = file_statistics(ds, table_schema).await?;
+        let (statistics, ds) = file_statistics(Arc::unwrap_or_clone(ds), table_schema).await?;
         files.remember(store, object, &ds, before);
         Ok((statistics, ds))
     }

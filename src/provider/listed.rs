@@ -7,6 +7,12 @@
 //! so that later queries, and the other byte ranges of the same query, do not open it
 //! again. The cache bounds what it keeps by [`Dataset::heap_bytes`]; the chunks a
 //! scan's reads keep are never cached (each open takes a [`Dataset::detached`] copy).
+//!
+//! The opens of one file that overlap in time (the partitions of a scan, each given a
+//! byte range of it, or two queries at once) share one opened copy, and so the chunks
+//! its reads keep: a column stored in one big chunk, which every range's units read, is
+//! fetched once, not once per partition. The copy, and its chunks, go when the last
+//! scan holding it ends.
 
 use super::to_df;
 use crate::dataset::{Dataset, OpenOptions};
@@ -18,7 +24,7 @@ use datafusion::execution::cache::cache_manager::{
 };
 use object_store::{ObjectMeta, ObjectStore};
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 /// Opens the objects a listing lists, through the session's file metadata cache when it
 /// has one.
@@ -26,6 +32,15 @@ use std::sync::Arc;
 pub(crate) struct ListedFiles {
     local: LocalReads,
     cache: Option<Arc<FileMetadataCache>>,
+    /// The files open now, shared by the clones of this value.
+    open_now: Arc<Mutex<Vec<OpenNow>>>,
+}
+
+/// A file some scan holds open: which version of it, from which store.
+struct OpenNow {
+    meta: ObjectMeta,
+    store: StoreKey,
+    dataset: Weak<Dataset>,
 }
 
 impl std::fmt::Debug for ListedFiles {
@@ -43,12 +58,17 @@ pub(crate) enum Opened {
     Read,
     /// Taken from the file metadata cache.
     Cached,
+    /// Shared with another scan (or partition) holding the file open.
+    Shared,
 }
 
 impl ListedFiles {
     /// Opening with `local`'s reads, without a cache.
     pub(crate) fn new(local: LocalReads) -> Self {
-        ListedFiles { local, cache: None }
+        ListedFiles {
+            local,
+            ..ListedFiles::default()
+        }
     }
 
     /// The same, keeping opened files in `cache`.
@@ -57,27 +77,76 @@ impl ListedFiles {
         self
     }
 
-    /// The dataset of the object `meta` describes in `store`: from the cache when it
-    /// holds this version of the file (same store, size, modification time and ETag),
-    /// else opened and cached. The dataset keeps no chunks from earlier scans.
+    /// The dataset of the object `meta` describes in `store`: the one another scan
+    /// holds open when it is this version of the file (same store, size, modification
+    /// time and ETag), else from the cache when it holds this version, else opened and
+    /// cached. The dataset keeps no chunks from scans that have ended.
     pub(crate) async fn open(
         &self,
         store: &Arc<dyn ObjectStore>,
         meta: &ObjectMeta,
-    ) -> Result<(Dataset, Opened)> {
+    ) -> Result<(Arc<Dataset>, Opened)> {
         let store_key = StoreKey::of(store);
+        if let Some(ds) = self.open_now(&store_key, meta, None) {
+            return Ok((ds, Opened::Shared));
+        }
+        let (ds, how) = self.open_anew(&store_key, store, meta).await?;
+        // Another open of the file may have finished meanwhile: the first one is kept.
+        match self.open_now(&store_key, meta, Some(&ds)) {
+            Some(theirs) => Ok((theirs, Opened::Shared)),
+            None => Ok((ds, how)),
+        }
+    }
+
+    /// The dataset a scan holds open for this version of the file, if any; else records
+    /// `mine` (when given) as the one open now. Forgets the files no scan holds.
+    fn open_now(
+        &self,
+        store: &StoreKey,
+        meta: &ObjectMeta,
+        mine: Option<&Arc<Dataset>>,
+    ) -> Option<Arc<Dataset>> {
+        let mut open = self.open_now.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|o| o.dataset.strong_count() > 0);
+        let same = |o: &&OpenNow| {
+            o.store == *store
+                && o.meta.location == meta.location
+                && o.meta.size == meta.size
+                && o.meta.last_modified == meta.last_modified
+                && o.meta.e_tag == meta.e_tag
+        };
+        if let Some(ds) = open.iter().find(same).and_then(|o| o.dataset.upgrade()) {
+            return Some(ds);
+        }
+        if let Some(ds) = mine {
+            open.push(OpenNow {
+                meta: meta.clone(),
+                store: store.clone(),
+                dataset: Arc::downgrade(ds),
+            });
+        }
+        None
+    }
+
+    /// [`ListedFiles::open`] when no scan holds the file open.
+    async fn open_anew(
+        &self,
+        store_key: &StoreKey,
+        store: &Arc<dyn ObjectStore>,
+        meta: &ObjectMeta,
+    ) -> Result<(Arc<Dataset>, Opened)> {
         if let Some(cache) = &self.cache
             && let Some(entry) = cache.get(&meta.location)
             && entry.is_valid_for(meta)
             && entry.meta.e_tag == meta.e_tag
             && let Some(file) = entry.file_metadata.as_any().downcast_ref::<OpenedFile>()
-            && file.store == store_key
+            && file.store == *store_key
         {
-            return Ok((file.dataset.detached(), Opened::Cached));
+            return Ok((Arc::new(file.dataset.detached()), Opened::Cached));
         }
         let ds = open_object(store, meta, &self.local).await?;
-        self.keep(store_key, meta, &ds);
-        Ok((ds, Opened::Read))
+        self.keep(store_key.clone(), meta, &ds);
+        Ok((Arc::new(ds), Opened::Read))
     }
 
     /// Caches `ds` again if work on it opened more of it (a table's columns) than the
@@ -250,9 +319,15 @@ mod tests {
         let meta = &metas[0];
         let (first, how) = files.open(&store, meta).await.unwrap();
         assert_eq!(how, Opened::Read);
+        // Opened again while the first is held: shared; once it is dropped: cached.
+        let (shared, how) = files.open(&store, meta).await.unwrap();
+        assert_eq!(how, Opened::Shared);
+        assert!(Arc::ptr_eq(&first, &shared));
+        let first = Arc::unwrap_or_clone(first);
+        drop(shared);
         let (again, how) = files.open(&store, meta).await.unwrap();
         assert_eq!(how, Opened::Cached);
-        let (Dataset::Array(a), Dataset::Array(b)) = (&first, &again) else {
+        let (Dataset::Array(a), Dataset::Array(b)) = (&first, &*again) else {
             panic!("not arrays");
         };
         assert_eq!(a.geometry, b.geometry);
@@ -285,7 +360,7 @@ mod tests {
         let replaced = store.head(path).await.unwrap();
         let (ds, how) = files.open(&store, &replaced).await.unwrap();
         assert_eq!(how, Opened::Read);
-        let Dataset::Array(c) = &ds else { panic!() };
+        let Dataset::Array(c) = &*ds else { panic!() };
         assert_ne!(c.geometry, a.geometry);
     }
 
@@ -305,13 +380,22 @@ mod tests {
         assert_eq!(second.head(&meta.location).await.unwrap().size, meta.size);
         assert_eq!(first.to_string(), second.to_string());
         let files = ListedFiles::default().with_cache(cache(16 << 20));
-        let (a, _) = files.open(&first, meta).await.unwrap();
-        let (b, how) = files.open(&second, meta).await.unwrap();
+        let (from_first, _) = files.open(&first, meta).await.unwrap();
+        let (from_second, how) = files.open(&second, meta).await.unwrap();
         assert_eq!(how, Opened::Read);
-        let (Dataset::Array(a), Dataset::Array(b)) = (&a, &b) else {
+        let (Dataset::Array(a), Dataset::Array(b)) = (&*from_first, &*from_second) else {
             panic!("not arrays");
         };
         assert_ne!(a.dtype, b.dtype);
+        // Each is shared, while held, with the opens of its own store only.
+        let (again, how) = files.open(&first, meta).await.unwrap();
+        assert_eq!(how, Opened::Shared);
+        assert!(Arc::ptr_eq(&again, &from_first));
+        drop((again, from_first));
+        let (again, how) = files.open(&second, meta).await.unwrap();
+        assert_eq!(how, Opened::Shared);
+        assert!(Arc::ptr_eq(&again, &from_second));
+        drop((again, from_second));
         // The entry is now the second store's file.
         assert_eq!(files.open(&second, meta).await.unwrap().1, Opened::Cached);
         assert_eq!(files.open(&first, meta).await.unwrap().1, Opened::Read);
@@ -325,7 +409,7 @@ mod tests {
             .await
             .unwrap();
         let size = ds.heap_bytes();
-        let Dataset::Array(a) = &ds else { panic!() };
+        let Dataset::Array(a) = &*ds else { panic!() };
         assert!(size >= a.geometry.nchunks() as usize * 8, "{size}");
         // Too small a cache keeps nothing; one big enough keeps the file.
         for (limit, kept) in [(size / 2, false), (size * 4, true)] {
@@ -342,18 +426,22 @@ mod tests {
         let files = ListedFiles::default().with_cache(cache(16 << 20));
         let meta = &metas[0];
         let (ds, _) = files.open(&store, meta).await.unwrap();
-        let Dataset::Table(t) = &ds else {
+        let Dataset::Table(t) = &*ds else {
             panic!("not a table")
         };
         let before = open_columns(&ds);
         let size = ds.heap_bytes();
-        t.open_columns(0..t.specs.len()).await.unwrap();
+        let columns = t.specs.len();
+        t.open_columns(0..columns).await.unwrap();
         assert!(open_columns(&ds) > before);
         assert!(ds.heap_bytes() > size);
         files.remember(&store, meta, &ds, before);
+        drop(ds);
         let (cached, how) = files.open(&store, meta).await.unwrap();
         assert_eq!(how, Opened::Cached);
-        let Dataset::Table(c) = &cached else { panic!() };
-        assert_eq!(c.opened_columns().count(), t.specs.len());
+        let Dataset::Table(c) = &*cached else {
+            panic!()
+        };
+        assert_eq!(c.opened_columns().count(), columns);
     }
 }

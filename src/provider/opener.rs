@@ -75,6 +75,8 @@ struct OpenerMetrics {
     chunks_pruned: Count,
     /// Files taken opened from the session's file metadata cache.
     files_from_cache: Count,
+    /// Files taken opened from another partition (or scan) holding them open.
+    files_shared: Count,
     units_total: Count,
     units_pruned_by_stats: Count,
     units_pruned_by_dynamic_filters: Count,
@@ -93,6 +95,7 @@ impl OpenerMetrics {
             chunks_total: b().counter("chunks_total", partition),
             chunks_pruned: b().counter("chunks_pruned", partition),
             files_from_cache: b().counter("files_from_cache", partition),
+            files_shared: b().counter("files_shared", partition),
             units_total: b().counter("units_total", partition),
             units_pruned_by_stats: b().counter("units_pruned_by_stats", partition),
             units_pruned_by_dynamic_filters: b()
@@ -148,10 +151,11 @@ impl FileOpener for Blosc2Opener {
         let files = self.files.clone();
         Ok(Box::pin(async move {
             let (ds, opened) = files.open(&store, &file.object_meta).await?;
-            if opened == Opened::Cached {
-                metrics.files_from_cache.add(1);
+            match opened {
+                Opened::Cached => metrics.files_from_cache.add(1),
+                Opened::Shared => metrics.files_shared.add(1),
+                Opened::Read => {}
             }
-            let ds = Arc::new(ds);
             // The box of the static filters is the same in every range's open (dynamic
             // ones change as the scan goes), so the zones it leaves are dealt out.
             let (fixed, bounds) = match &*ds {

@@ -424,3 +424,128 @@ async fn multi_file_members_keep_no_chunks_after_a_scan() {
     let one = one.downcast_ref::<Blosc2Table>().unwrap();
     assert!(one.dataset().kept_chunk_bytes() > 0);
 }
+
+/// Passes requests to the local file system; the first request of `min_len` bytes or
+/// more, once armed, waits until the test opens the gate.
+#[derive(Debug)]
+struct Gated {
+    inner: Arc<dyn ObjectStore>,
+    min_len: u64,
+    armed: std::sync::atomic::AtomicBool,
+    entered: std::sync::atomic::AtomicBool,
+    gate: std::sync::Mutex<Option<futures::channel::oneshot::Receiver<()>>>,
+}
+
+impl std::fmt::Display for Gated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gated({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Gated {
+    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
+        self.inner.put_opts(l, p, o).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        l: &Path,
+        o: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(l, o).await
+    }
+    async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
+        let len = match &o.range {
+            Some(GetRange::Bounded(r)) => r.end - r.start,
+            _ => u64::MAX,
+        };
+        if len >= self.min_len && self.armed.swap(false, Ordering::SeqCst) {
+            self.entered.store(true, Ordering::SeqCst);
+            let gate = self.gate.lock().unwrap().take();
+            if let Some(gate) = gate {
+                let _ = gate.await;
+            }
+        }
+        self.inner.get_opts(l, o).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, o).await
+    }
+}
+
+/// A read that needs a chunk another read is fetching whole (two partitions whose units
+/// share a big chunk, as a one-chunk CTable column's do) fetches only the blocks it needs,
+/// even half of them, and does not wait; the chunk is then kept once.
+#[tokio::test]
+async fn a_read_of_a_chunk_being_fetched_whole_fetches_only_its_blocks() {
+    use datafusion_blosc2::array::ndarray::NdArray;
+    // 200 x 100, chunks 64 x 50, blocks 16 x 25: chunk 5 holds rows 128..192, cols
+    // 50..100, in 8 blocks.
+    let rel = "b2nd/codec-lz4-bitshuffle.b2nd";
+    let reference = crate::containers::open(rel, "b2nd").await;
+    let stored = reference.chunk_cost(5);
+    let (open_gate, gate) = futures::channel::oneshot::channel();
+    let store = Arc::new(Gated {
+        inner: Arc::new(local::LocalFileSystem::new()),
+        min_len: stored,
+        armed: false.into(),
+        entered: false.into(),
+        gate: std::sync::Mutex::new(Some(gate)),
+    });
+    let p = std::fs::canonicalize(fixture(rel)).unwrap();
+    let l = Location::new(
+        Arc::clone(&store) as Arc<dyn ObjectStore>,
+        Path::from_absolute_path(&p).unwrap(),
+        rel,
+    );
+    let mut a = NdArray::open_frame(&l, None).await.unwrap();
+    a.set_partial_fetch_min(0);
+    store.armed.store(true, Ordering::SeqCst);
+    // The whole chunk, read (and fetched whole) by another task, held at the store.
+    let first = tokio::spawn({
+        let a = a.clone();
+        async move {
+            let mut stats = Default::default();
+            let got = a.read_box(&[128..192, 50..100], &mut stats).await.unwrap();
+            (got, stats.bytes_fetched)
+        }
+    });
+    while !store.entered.load(Ordering::SeqCst) {
+        tokio::task::yield_now().await;
+    }
+    // Half the chunk's blocks: alone, that read would fetch the chunk whole.
+    let half = [128..160, 50..100];
+    let mut stats = Default::default();
+    let got = a.read_box(&half, &mut stats).await.unwrap();
+    let want = reference.read_box(&half, &mut Default::default()).await;
+    assert_eq!(got, want.unwrap());
+    assert!(
+        stats.bytes_fetched > 0 && stats.bytes_fetched < stored * 3 / 4,
+        "{} of {stored} bytes fetched",
+        stats.bytes_fetched
+    );
+    open_gate.send(()).unwrap();
+    let (got, fetched) = first.await.unwrap();
+    let want = reference
+        .read_box(&[128..192, 50..100], &mut Default::default())
+        .await;
+    assert_eq!(got, want.unwrap());
+    assert_eq!(fetched, stored);
+    // Kept once, for the next read.
+    assert_eq!(a.kept_chunk_bytes() as u64, stored);
+    let mut stats = Default::default();
+    a.read_box(&half, &mut stats).await.unwrap();
+    assert_eq!(stats.bytes_fetched, 0);
+}

@@ -1,0 +1,145 @@
+//! [`RecentChunks`]: the last few stored chunks an array's reads fetched, shared by the
+//! array's clones, and the whole-chunk fetches under way.
+//!
+//! Scan units smaller than a chunk (value pruning works per block; a python-blosc2 CTable
+//! column is often one chunk of millions of rows) read each chunk several times, often on
+//! several partitions at once: the first read fetches the chunk whole and the later ones
+//! take it from here. A read that comes while another is fetching the chunk whole fetches
+//! only the blocks it needs (`NdArray::fetch_recent`) rather than the whole chunk again.
+//! It does not wait for that fetch: a task woken by another that then goes on decoding
+//! sits in that worker's queue until it yields (tokio's LIFO slot is not stolen), and
+//! waiting made a two-partition scan of a one-chunk CTable column 1.3-1.5x slower.
+
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The last few stored chunks fetched, shared by clones of an array, so that scan units
+/// smaller than a chunk fetch each chunk once.
+/// Also remembers the chunks recently fetched in parts: a second read of one of them is
+/// taken as a scan going through it block by block, which then fetches it whole; so is a
+/// read of a chunk next to one of the recent whole ones.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RecentChunks(Arc<Mutex<Recent>>);
+
+#[derive(Debug, Default)]
+struct Recent {
+    whole: VecDeque<(u64, Bytes)>,
+    partial: VecDeque<u64>,
+    /// Chunks being fetched whole now, and by which claim.
+    fetching: Vec<(u64, u64)>,
+    /// Numbers the claims.
+    claims: u64,
+}
+
+/// Whole-chunk fetches one read is making; dropped when they are done (or failed, or
+/// the read was cancelled).
+pub(crate) struct FetchClaim {
+    recent: RecentChunks,
+    id: u64,
+}
+
+impl Drop for FetchClaim {
+    fn drop(&mut self) {
+        self.recent.lock().fetching.retain(|(_, id)| *id != self.id);
+    }
+}
+
+impl RecentChunks {
+    const CAPACITY: usize = 4;
+    const PARTIAL_CAPACITY: usize = 16;
+
+    fn lock(&self) -> MutexGuard<'_, Recent> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The chunk `i` if a recent read fetched it whole.
+    pub(crate) fn get(&self, i: u64) -> Option<Bytes> {
+        let q = self.lock();
+        q.whole
+            .iter()
+            .find(|(k, _)| *k == i)
+            .map(|(_, b)| b.clone())
+    }
+
+    /// Keeps chunk `i`, fetched whole, dropping the oldest kept beyond capacity.
+    pub(crate) fn put(&self, i: u64, b: &Bytes) {
+        let mut q = self.lock();
+        if q.whole.iter().any(|(k, _)| *k == i) {
+            return;
+        }
+        if q.whole.len() == Self::CAPACITY {
+            q.whole.pop_front();
+        }
+        q.whole.push_back((i, b.clone()));
+    }
+
+    /// The compressed bytes of the chunks kept.
+    pub(crate) fn kept_bytes(&self) -> usize {
+        self.lock().whole.iter().map(|(_, b)| b.len()).sum()
+    }
+
+    /// Drops the chunks kept.
+    pub(crate) fn release(&self) {
+        self.lock().whole.clear();
+    }
+
+    /// Records that a read fetches `chunks` whole now, until the claim is dropped.
+    pub(crate) fn claim(&self, chunks: &[u64]) -> FetchClaim {
+        let mut q = self.lock();
+        q.claims += 1;
+        let id = q.claims;
+        q.fetching.extend(chunks.iter().map(|&i| (i, id)));
+        drop(q);
+        FetchClaim {
+            recent: self.clone(),
+            id,
+        }
+    }
+
+    /// Those of `chunks` another read is fetching whole now.
+    pub(crate) fn being_fetched(&self, chunks: &[u64]) -> Vec<u64> {
+        let q = self.lock();
+        chunks
+            .iter()
+            .copied()
+            .filter(|i| q.fetching.iter().any(|(k, _)| k == i))
+            .collect()
+    }
+
+    /// Whether chunk `i` may be fetched in parts now, and if so records that it is: not
+    /// when it already was recently (a second read of it), nor when a chunk next to it is
+    /// among the recent whole ones (a scan going through the array, which will read all
+    /// of `i` too: fetched in parts and then whole, a full scan of 1024 × 1024 tiles took
+    /// 1.5× its decode floor instead of 1.2×).
+    pub(crate) fn first_partial(&self, i: u64) -> bool {
+        let mut q = self.lock();
+        let near = |k: u64| k.abs_diff(i) == 1;
+        if q.partial.contains(&i) || q.whole.iter().any(|(k, _)| near(*k)) {
+            return false;
+        }
+        if q.partial.len() == Self::PARTIAL_CAPACITY {
+            q.partial.pop_front();
+        }
+        q.partial.push_back(i);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_is_being_fetched_while_a_claim_on_it_lasts() {
+        let recent = RecentChunks::default();
+        let first = recent.claim(&[3, 4]);
+        let second = recent.claim(&[4, 5]);
+        assert_eq!(recent.being_fetched(&[1, 3, 4, 5]), [3, 4, 5]);
+        drop(first);
+        assert_eq!(recent.being_fetched(&[1, 3, 4, 5]), [4, 5]);
+        drop(second);
+        assert!(recent.being_fetched(&[3, 4, 5]).is_empty());
+        assert!(recent.lock().fetching.is_empty());
+    }
+}
