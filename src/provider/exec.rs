@@ -121,6 +121,19 @@ fn balance(
 }
 
 impl Blosc2Exec {
+    /// Whether earlier scans mapped the extrema of a value column in the zone of some
+    /// unit of this scan (zone maps on): dynamic filters can then skip units.
+    pub fn has_mapped_zones(&self) -> bool {
+        let Some(maps) = &self.zone_maps else {
+            return false;
+        };
+        let cols = self.reader.value_columns();
+        self.partitions
+            .iter()
+            .flatten()
+            .any(|u| u.zone_rows > 0 && cols.iter().any(|&(_, c)| maps.contains(c, u.zone)))
+    }
+
     /// Builds the scan of `ds`, whose full schema is `schema`. `zone_maps`, when given,
     /// receives the min/max of every whole zone the scan decodes; `pruning` is what value
     /// pruning did while planning.

@@ -126,6 +126,44 @@ impl ZoneAccumulator {
     }
 }
 
+/// The exact minimum and maximum of column `col` (full-schema index) over `units`, the
+/// planned units of a whole selection, from the zone maps: when every unit is zoned, the
+/// units of each zone add up to the whole zone (the selection takes it whole), and every
+/// zone's extrema are mapped. A zone's extrema are DataFusion's own `min`/`max` of its
+/// values (nulls left out; a zone holding NaN, only nulls or long strings is never
+/// mapped), and zones combine by the same order, so these are what a scan would give.
+pub fn zone_map_extrema(
+    maps: &ZoneMaps,
+    col: usize,
+    units: &[ZonedUnit],
+) -> Option<(ScalarValue, ScalarValue)> {
+    // Zone → (rows of its units, rows of the zone), in the units' order.
+    let mut zones: Vec<(u64, u64, u64)> = Vec::new();
+    for u in units {
+        if u.zone_rows == 0 {
+            return None;
+        }
+        match zones.last_mut() {
+            Some((z, rows, _)) if *z == u.zone => *rows += u.unit.rows(),
+            _ => zones.push((u.zone, u.unit.rows(), u.zone_rows)),
+        }
+    }
+    let mut out: Option<(ScalarValue, ScalarValue)> = None;
+    let mut seen = HashSet::new();
+    for (zone, rows, zone_rows) in zones {
+        // A zone's units are planned one after another; one seen twice is not whole.
+        if rows != zone_rows || !seen.insert(zone) {
+            return None;
+        }
+        let mm = maps.get(col, zone)?;
+        out = Some(match out {
+            None => mm,
+            Some(acc) => widen(acc, mm)?,
+        });
+    }
+    out
+}
+
 /// The smaller minimum and the larger maximum of two extrema; `None` when they do not
 /// compare.
 fn widen(
@@ -499,4 +537,56 @@ fn combine(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(zone: u64, rows: std::ops::Range<u64>, zone_rows: u64) -> ZonedUnit {
+        ZonedUnit {
+            unit: ScanUnit::Rows(rows),
+            zone,
+            zone_rows,
+        }
+    }
+
+    fn f(v: f64) -> ScalarValue {
+        ScalarValue::Float64(Some(v))
+    }
+
+    #[test]
+    fn zone_map_extrema_need_every_zone_whole_and_mapped() {
+        let maps = ZoneMaps::default();
+        maps.insert(1, 0, (f(0.0), f(5.0)));
+        maps.insert(1, 1, (f(-0.0), f(2.0)));
+        maps.insert(1, 2, (f(-3.5), f(1.0)));
+        // Zones 0..3 of 10 rows, zone 1 in two units.
+        let units = vec![
+            unit(0, 0..10, 10),
+            unit(1, 10..14, 10),
+            unit(1, 14..20, 10),
+            unit(2, 20..30, 10),
+        ];
+        assert_eq!(zone_map_extrema(&maps, 1, &units), Some((f(-3.5), f(5.0))));
+        // By IEEE 754 total order, as DataFusion's `min`: -0.0 below 0.0.
+        assert_eq!(
+            zone_map_extrema(&maps, 1, &units[..3]),
+            Some((f(-0.0), f(5.0)))
+        );
+        assert!(zone_map_extrema(&maps, 1, &units[..3]).unwrap().0 != f(0.0));
+        // Another column, a zone taken in part, a zone not mapped, an unzoned unit, no
+        // units: unknown.
+        assert_eq!(zone_map_extrema(&maps, 2, &units), None);
+        assert_eq!(zone_map_extrema(&maps, 1, &units[1..2]), None);
+        let mut more = units.clone();
+        more.push(unit(3, 30..40, 10));
+        assert_eq!(zone_map_extrema(&maps, 1, &more), None);
+        let unzoned = vec![ZonedUnit::unzoned(ScanUnit::Rows(0..10))];
+        assert_eq!(zone_map_extrema(&maps, 1, &unzoned), None);
+        assert_eq!(zone_map_extrema(&maps, 1, &[]), None);
+        // A zone's units apart from each other are not taken as the whole zone.
+        let apart = vec![unit(0, 0..5, 10), unit(1, 10..20, 10), unit(0, 5..10, 10)];
+        assert_eq!(zone_map_extrema(&maps, 1, &apart), None);
+    }
 }

@@ -8,7 +8,9 @@
 
 use super::computed::{ComputedColumns, full_schema};
 use super::exec::Blosc2Exec;
-use super::prune::{PruneReport, SummaryCache, ZoneMaps, exact_extrema, prune_units};
+use super::prune::{
+    PruneReport, SummaryCache, ZoneMaps, exact_extrema, prune_units, zone_map_extrema,
+};
 use super::pushdown;
 use super::text_filters::logical_text_matches;
 use crate::arrow_reader::reader::{Selection, plan_units};
@@ -322,6 +324,22 @@ impl Blosc2Table {
                 .map(ZonedUnit::unzoned)
                 .collect()
         };
+        // Exact extrema of the projected value columns from the zone maps, when the
+        // scan takes the whole array or table and earlier scans mapped every zone:
+        // `min`/`max` are then answered without a scan.
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.stored.fields().len()).collect(),
+        };
+        let whole = sel.len() == shape.iter().product::<u64>();
+        let mapped: Vec<(usize, (ScalarValue, ScalarValue))> = match &self.zone_maps {
+            Some(zm) if whole && zoned => wanted
+                .iter()
+                .filter(|&&c| c >= dims.len())
+                .filter_map(|&c| zone_map_extrema(zm, c, &units).map(|mm| (c, mm)))
+                .collect(),
+            _ => Vec::new(),
+        };
         let (units, report) = match &predicate {
             Some(p) => {
                 prune_units(
@@ -337,13 +355,15 @@ impl Blosc2Table {
             None => (units, PruneReport::default()),
         };
         let mut stats = self.statistics_for(&sel);
+        for (col, (lo, hi)) in mapped {
+            let c = &mut stats.column_statistics[col];
+            *c = std::mem::take(c)
+                .with_min_value(Precision::Exact(lo))
+                .with_max_value(Precision::Exact(hi));
+        }
         if let Dataset::Table(t) = &*self.ds {
             // Exact extrema from SUMMARY sidecars: `min`/`max` answered without a scan.
-            let wanted: Vec<usize> = match projection {
-                Some(p) => p.clone(),
-                None => (0..self.stored.fields().len()).collect(),
-            };
-            for col in wanted {
+            for &col in &wanted {
                 let extrema = exact_extrema(t, &self.stored, col, &self.summaries)
                     .await
                     .map_err(super::to_df)?;

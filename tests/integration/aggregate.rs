@@ -31,10 +31,13 @@ async fn contexts(partitions: usize, tables: &[(&str, &str)]) -> (SessionContext
     (fused, plain)
 }
 
+/// The plan of `sql` (before it runs: a run can map zones that change the next plan) and
+/// its result.
 async fn run(ctx: &SessionContext, sql: &str) -> (Vec<RecordBatch>, String) {
+    let plan = explain(ctx, sql).await;
     let df = ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
     let batches = df.collect().await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    (batches, explain(ctx, sql).await)
+    (batches, plan)
 }
 
 /// Compares results value by value: floats to 1e-12 relative (the fused sum adds in
@@ -177,13 +180,18 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         "SELECT dim_0, min(value), max(value) FROM dur GROUP BY dim_0 ORDER BY dim_0",
         "SELECT min(value), max(value), count(*) FROM h",
         "SELECT min(v), max(v), min(t), max(t), min(k), max(k), avg(v) FROM ev",
-        "SELECT min(a), max(a), min(f), max(f), min(g), max(g), count(*) FROM nulls",
+        // (`count(a)`: the queries above mapped every zone, so with `count(*)` the exact
+        // statistics would answer this one.)
+        "SELECT min(a), max(a), min(f), max(f), min(g), max(g), count(a) FROM nulls",
         "SELECT min(value), max(value), sum(value) FROM u8max",
         "SELECT min(value), max(value), avg(value) FROM specials",
         "SELECT dim_0, min(value), max(value) FROM geo GROUP BY dim_0 ORDER BY dim_0",
         "SELECT dim_2, max(value), min(dim_1) FROM geo WHERE dim_0 IN (1, 3) GROUP BY dim_2 ORDER BY dim_2",
         "SELECT dim_0, min(value), max(value) FROM specials GROUP BY dim_0 ORDER BY dim_0",
         "SELECT dim_0, max(value) FROM u8max GROUP BY dim_0 ORDER BY dim_0",
+        // Ungrouped min/max alone where no zone is mapped (an N-d array scanned without a
+        // value filter maps none).
+        "SELECT min(value), max(value) FROM geo",
     ];
     for sql in yes {
         check(&fused, &plain, sql, true).await;
@@ -198,8 +206,9 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         "SELECT min(value + 1) FROM geo",
         // No rows selected: DataFusion answers min/max from the exact statistics.
         "SELECT min(value), max(value) FROM big WHERE dim_0 < 0",
-        // Ungrouped min/max alone: DataFusion's dynamic filter prunes the scan instead.
-        "SELECT min(value), max(value) FROM geo",
+        // Ungrouped min/max alone once earlier scans mapped zones (the queries above did):
+        // DataFusion's dynamic filter prunes the scan instead, or the exact statistics
+        // answer them.
         "SELECT max(value) FROM u8max",
         "SELECT max(tag) FROM ev",
         "SELECT sum(t) FILTER (WHERE k > 3) FROM ev",
@@ -208,5 +217,97 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
     ];
     for sql in no {
         check(&fused, &plain, sql, false).await;
+    }
+}
+
+/// `min`/`max` alone: the first query scans (fused, no zone mapped yet) and maps the
+/// zones; once every zone of the whole array or table is mapped, the table's exact
+/// statistics answer them with no scan. Zones holding NaN or only nulls are never mapped,
+/// so those columns keep scanning; a selection of part of the array keeps scanning too
+/// (through DataFusion's dynamic filter, which skips units on the zone maps). Every
+/// answer is checked against a table without zone maps or value pruning.
+#[tokio::test]
+async fn min_max_alone_are_answered_from_zone_maps_once_every_zone_is_mapped() {
+    let dtypes = [
+        "le_f2", "le_f4", "le_f8", "be_f8", "le_i2", "le_i4", "le_i8", "be_i4", "le_u2", "le_u4",
+        "le_u8", "na_i1", "na_u1", "le_M8_ms", "le_M8_D", "le_m8_ns",
+    ];
+    let mut tables: Vec<(String, String)> = dtypes
+        .iter()
+        .map(|d| {
+            (
+                format!("t_{d}"),
+                format!("tests/fixtures/b2nd/dtype-{d}.b2nd"),
+            )
+        })
+        .collect();
+    for (name, path) in [
+        ("big", "tests/fixtures/b2nd/geom-1d-big.b2nd"),
+        ("geo", "tests/fixtures/b2nd/geom-3d-tiles.b2nd"),
+        ("ev", "tests/fixtures/ctable/events.b2d"),
+        ("nulls", "tests/fixtures/ctable/nulls.b2d"),
+    ] {
+        tables.push((name.into(), path.into()));
+    }
+    let refs: Vec<(&str, &str)> = tables
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let (fused, _) = contexts(2, &refs).await;
+    let reference = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
+    let no_statistics = Blosc2Options {
+        value_pruning: false,
+        zone_maps: false,
+        ..Default::default()
+    };
+    for (name, path) in &refs {
+        let t = open_provider(&reference.runtime_env(), path, &no_statistics)
+            .await
+            .unwrap();
+        reference.register_table(*name, t).unwrap();
+    }
+    // (table, column, answered without a scan once mapped)
+    let mut cases: Vec<(&str, &str, bool)> = tables
+        .iter()
+        .filter(|(n, _)| n.starts_with("t_"))
+        .map(|(n, _)| (n.as_str(), "value", true))
+        .collect();
+    cases.extend([
+        ("big", "value", true),
+        // Three dimensions: scanned in whole chunk rows, which map no zones.
+        ("geo", "value", false),
+        ("ev", "t", true),
+        // NaN in every zone.
+        ("ev", "v", false),
+        ("ev", "k", true),
+        ("nulls", "a", true),
+        ("nulls", "f", true),
+        ("nulls", "g", true),
+    ]);
+    let scans = |plan: &str| plan.contains("Blosc2Exec");
+    for (table, col, from_statistics) in cases {
+        let sql = format!("SELECT min({col}), max({col}) FROM {table}");
+        let (want, _) = run(&reference, &sql).await;
+        let (first, plan) = run(&fused, &sql).await;
+        assert_same(&sql, &first, &want);
+        if scans(&plan) {
+            assert!(plan.contains("Blosc2AggregateExec"), "{sql}: first\n{plan}");
+        }
+        let (second, plan) = run(&fused, &sql).await;
+        assert_same(&sql, &second, &want);
+        assert_eq!(!scans(&plan), from_statistics, "{sql}: second\n{plan}");
+        if table != "ev" && table != "nulls" {
+            // Part of the array: scanned, pruned on the zone maps, not fused.
+            let part = format!("SELECT min({col}), max({col}) FROM {table} WHERE dim_0 >= 1");
+            let (want, _) = run(&reference, &part).await;
+            let (got, plan) = run(&fused, &part).await;
+            assert_same(&part, &got, &want);
+            assert!(scans(&plan), "{part}\n{plan}");
+            assert_eq!(
+                plan.contains("Blosc2AggregateExec"),
+                !from_statistics,
+                "{part}\n{plan}"
+            );
+        }
     }
 }

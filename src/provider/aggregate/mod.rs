@@ -13,8 +13,8 @@
 //! `AggregateExec(Single)` gets the aggregates' values the same way; a multi-file table (a
 //! union of scans) gets one fused node per member. The scan under a fused node yields
 //! whole scan units instead of `batch_size` slices, which the node folds in cache-sized
-//! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan, whose dynamic filter lets
-//! the scan skip units on their statistics. Anything the rule does not recognise
+//! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan once earlier scans mapped
+//! zones of the scan (its dynamic filter then skips units on them). Anything the rule does not recognise
 //! exactly (grouping by anything but one coordinate, `DISTINCT`, `FILTER`, other
 //! functions, decimals, casts that are not widenings, a group limit) keeps DataFusion's
 //! plan.
@@ -140,13 +140,15 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         .iter()
         .map(|a| fused_aggregate(a, projection, &scan_schema))
         .collect::<Option<Vec<_>>>()?;
-    // Ungrouped `min`/`max` alone stay with DataFusion: its aggregation pushes a dynamic
-    // filter (`value < min so far OR value > max so far`) into the scan, which then skips
-    // the units whose statistics cannot change the answer.
+    // Ungrouped `min`/`max` alone stay with DataFusion once earlier scans mapped zones of
+    // these units: its aggregation pushes a dynamic filter (`value < min so far OR value >
+    // max so far`) into the scan, which then skips the units whose zone maps cannot change
+    // the answer. (Where every zone of the whole array is mapped, the table's exact
+    // statistics answer them without a scan.) Before that, the fused node is faster.
     let extremes_only = aggs
         .iter()
         .all(|a| matches!(a.kind, AggKind::Min | AggKind::Max));
-    if group_column.is_none() && extremes_only {
+    if group_column.is_none() && extremes_only && scans.iter().any(|s| has_mapped_zones(s)) {
         return None;
     }
     let schema = agg.schema();
@@ -274,6 +276,17 @@ fn fused_aggregate(
         value_type: None,
         name: a.name().to_string(),
     })
+}
+
+/// Whether `plan` is a `Blosc2Exec` (alone or in a `CooperativeExec`) some of whose
+/// units' zones earlier scans mapped ([`Blosc2Exec::has_mapped_zones`]).
+fn has_mapped_zones(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let scan = match plan.downcast_ref::<CooperativeExec>() {
+        Some(c) => c.input(),
+        None => plan,
+    };
+    scan.downcast_ref::<Blosc2Exec>()
+        .is_some_and(Blosc2Exec::has_mapped_zones)
 }
 
 /// `plan` if it is a `Blosc2Exec`, alone or in the `CooperativeExec` DataFusion may wrap
