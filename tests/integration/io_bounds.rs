@@ -22,6 +22,10 @@ struct Counting {
     bytes: Arc<AtomicU64>,
     /// Every path read or listed, in order.
     paths: std::sync::Mutex<Vec<String>>,
+    /// When set, the first request of at least this many bytes waits for the receiver
+    /// (the test's gate) before it is served, and sets `entered`.
+    gate: std::sync::Mutex<Option<(u64, futures::channel::oneshot::Receiver<()>)>>,
+    entered: std::sync::atomic::AtomicBool,
 }
 
 impl Counting {
@@ -50,6 +54,21 @@ impl ObjectStore for Counting {
         self.inner.put_multipart_opts(l, o).await
     }
     async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
+        let len = match &o.range {
+            Some(GetRange::Bounded(r)) => r.end - r.start,
+            _ => u64::MAX,
+        };
+        let gate = {
+            let mut g = self.gate.lock().unwrap();
+            match g.as_ref() {
+                Some((min, _)) if len >= *min => g.take(),
+                _ => None,
+            }
+        };
+        if let Some((_, open)) = gate {
+            self.entered.store(true, Ordering::SeqCst);
+            let _ = open.await;
+        }
         self.requests.fetch_add(1, Ordering::SeqCst);
         self.note(Some(l));
         let r = self.inner.get_opts(l, o).await?;
@@ -85,6 +104,8 @@ fn counting() -> Arc<Counting> {
         requests: AtomicU64::new(0),
         bytes: Arc::new(AtomicU64::new(0)),
         paths: Default::default(),
+        gate: Default::default(),
+        entered: Default::default(),
     })
 }
 
@@ -425,66 +446,6 @@ async fn multi_file_members_keep_no_chunks_after_a_scan() {
     assert!(one.dataset().kept_chunk_bytes() > 0);
 }
 
-/// Passes requests to the local file system; the first request of `min_len` bytes or
-/// more, once armed, waits until the test opens the gate.
-#[derive(Debug)]
-struct Gated {
-    inner: Arc<dyn ObjectStore>,
-    min_len: u64,
-    armed: std::sync::atomic::AtomicBool,
-    entered: std::sync::atomic::AtomicBool,
-    gate: std::sync::Mutex<Option<futures::channel::oneshot::Receiver<()>>>,
-}
-
-impl std::fmt::Display for Gated {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Gated({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for Gated {
-    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(l, p, o).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        l: &Path,
-        o: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(l, o).await
-    }
-    async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
-        let len = match &o.range {
-            Some(GetRange::Bounded(r)) => r.end - r.start,
-            _ => u64::MAX,
-        };
-        if len >= self.min_len && self.armed.swap(false, Ordering::SeqCst) {
-            self.entered.store(true, Ordering::SeqCst);
-            let gate = self.gate.lock().unwrap().take();
-            if let Some(gate) = gate {
-                let _ = gate.await;
-            }
-        }
-        self.inner.get_opts(l, o).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, o).await
-    }
-}
-
 /// A read that needs a chunk another read is fetching whole (two partitions whose units
 /// share a big chunk, as a one-chunk CTable column's do) fetches only the blocks it needs,
 /// even half of them, and does not wait; the chunk is then kept once.
@@ -497,22 +458,10 @@ async fn a_read_of_a_chunk_being_fetched_whole_fetches_only_its_blocks() {
     let reference = crate::containers::open(rel, "b2nd").await;
     let stored = reference.chunk_cost(5);
     let (open_gate, gate) = futures::channel::oneshot::channel();
-    let store = Arc::new(Gated {
-        inner: Arc::new(local::LocalFileSystem::new()),
-        min_len: stored,
-        armed: false.into(),
-        entered: false.into(),
-        gate: std::sync::Mutex::new(Some(gate)),
-    });
-    let p = std::fs::canonicalize(fixture(rel)).unwrap();
-    let l = Location::new(
-        Arc::clone(&store) as Arc<dyn ObjectStore>,
-        Path::from_absolute_path(&p).unwrap(),
-        rel,
-    );
-    let mut a = NdArray::open_frame(&l, None).await.unwrap();
+    let store = counting();
+    let mut a = NdArray::open_frame(&loc(&store, rel), None).await.unwrap();
     a.set_partial_fetch_min(0);
-    store.armed.store(true, Ordering::SeqCst);
+    *store.gate.lock().unwrap() = Some((stored, gate));
     // The whole chunk, read (and fetched whole) by another task, held at the store.
     let first = tokio::spawn({
         let a = a.clone();
