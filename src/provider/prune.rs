@@ -150,12 +150,13 @@ pub fn zone_map_extrema(
     }
     let mut out: Option<(ScalarValue, ScalarValue)> = None;
     let mut seen = HashSet::new();
+    let map = maps.lock();
     for (zone, rows, zone_rows) in zones {
         // A zone's units are planned one after another; one seen twice is not whole.
         if rows != zone_rows || !seen.insert(zone) {
             return None;
         }
-        let mm = maps.get(col, zone)?;
+        let mm = map.get(&(col, zone))?.clone();
         out = Some(match out {
             None => mm,
             Some(acc) => widen(acc, mm)?,

@@ -14,10 +14,10 @@
 //! union of scans) gets one fused node per member. The scan under a fused node yields
 //! whole scan units instead of `batch_size` slices, which the node folds in cache-sized
 //! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan once earlier scans mapped
-//! zones of the scan (its dynamic filter then skips units on them). Anything the rule does not recognise
-//! exactly (grouping by anything but one coordinate, `DISTINCT`, `FILTER`, other
-//! functions, decimals, casts that are not widenings, a group limit) keeps DataFusion's
-//! plan.
+//! zones of the scan (its dynamic filter then skips units on them). Anything the rule
+//! does not recognise exactly (grouping by anything but one coordinate, `DISTINCT`,
+//! `FILTER`, other functions, decimals, casts that are not widenings, a group limit)
+//! keeps DataFusion's plan.
 
 mod extremes;
 mod fold;
