@@ -483,28 +483,14 @@ impl NdArray {
             }
         }
         let whole = unserved(&out);
-        let claim = self.recent.claim(&whole);
-        self.fetch_into(chunks, &whole, &mut out, stats).await?;
-        drop(claim);
-        Ok(out.into_iter().flatten().collect())
-    }
-
-    /// Fetches the chunks `missing` (each unserved in `out`, which lines up with
-    /// `chunks`) whole into `out`, and keeps the stored ones as recent.
-    async fn fetch_into(
-        &self,
-        chunks: &[u64],
-        missing: &[u64],
-        out: &mut [Option<RawChunk>],
-        stats: &mut ReadStats,
-    ) -> Result<()> {
-        if missing.is_empty() {
-            return Ok(());
+        if whole.is_empty() {
+            return Ok(out.into_iter().flatten().collect());
         }
-        let mut fetched = missing.iter().zip(self.fetch(missing).await?);
+        let claim = self.recent.claim(&whole);
+        let mut fetched = self.fetch(&whole).await?.into_iter();
         for (i, slot) in chunks.iter().zip(out.iter_mut()) {
-            if slot.is_none() && missing.contains(i) {
-                let (_, raw) = fetched
+            if slot.is_none() {
+                let raw = fetched
                     .next()
                     .ok_or_else(|| Error::InvalidArgument(format!("chunk {i} was not fetched")))?;
                 stats.bytes_fetched += raw.stored_len() as u64;
@@ -514,7 +500,8 @@ impl NdArray {
                 *slot = Some(raw);
             }
         }
-        Ok(())
+        drop(claim);
+        Ok(out.into_iter().flatten().collect())
     }
 
     /// Expected decoded size of chunk `i` in bytes.
