@@ -131,6 +131,37 @@ impl Error {
         }
     }
 
+    /// The same error naming `path` instead (e.g. a zip member, `x.b2z:_cols/a.b2nd`,
+    /// rather than the zip file).
+    pub fn at_path(self, path: impl Into<String>) -> Self {
+        let path = path.into();
+        match self {
+            Error::Io { source, .. } => Error::Io { path, source },
+            Error::NotFound { what, .. } => Error::NotFound { path, what },
+            Error::Chunk {
+                chunk,
+                offset,
+                source,
+                ..
+            } => Error::Chunk {
+                path,
+                chunk,
+                offset,
+                source,
+            },
+            Error::Corrupt {
+                structure, what, ..
+            } => Error::Corrupt {
+                path,
+                structure,
+                what,
+            },
+            Error::Unsupported { what, .. } => Error::Unsupported { path, what },
+            Error::NotAContainer { what, .. } => Error::NotAContainer { path, what },
+            e @ Error::InvalidArgument(_) => e,
+        }
+    }
+
     /// Wraps a chunk error with its location.
     pub fn chunk(source: ChunkError, path: impl Into<String>, chunk: u64, offset: u64) -> Self {
         Error::Chunk {

@@ -211,7 +211,7 @@ pub struct Table {
     opened: Vec<OnceLock<TableColumn>>,
     /// Scan granularity.
     layout: RowLayout,
-    /// Rows stored (live or deleted).
+    /// Rows stored (live or deleted), up to the last live row.
     pub physical_rows: u64,
     /// `_valid_rows` (CTable only).
     pub valid: Option<NdArray>,
@@ -527,9 +527,15 @@ impl Table {
         if valid.geometry.ndim() != 1 || valid.dtype != DType::Bool {
             return Err(Error::corrupt(&path, "_valid_rows", "not a 1-D bool array"));
         }
-        let physical_rows = valid.geometry.shape[0];
         let liveness = valid.read_all().await?;
         let live_rows = liveness.iter().filter(|&&b| b != 0).count() as u64;
+        // Rows up to the last live one: `_valid_rows` can be longer (python-blosc2 keeps
+        // its capacity when every row is deleted, or none was written), and variable-length
+        // columns hold only the rows written.
+        let physical_rows = liveness
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(0, |i| i as u64 + 1);
         let live_chunks: Vec<bool> = liveness
             .chunks(valid.geometry.chunkshape[0].max(1) as usize)
             .map(|c| c.iter().all(|&b| b != 0))

@@ -48,7 +48,8 @@ pub struct FrameHeader {
     pub typesize: u32,
     /// Default block size (0 = automatic).
     pub blocksize: u32,
-    /// Uncompressed size of every chunk but the last (0 = variable).
+    /// Uncompressed size of every chunk but the last (0 = variable, or no chunk yet: a
+    /// frame with no chunk that stores −1 here reads as 0).
     pub chunksize: u32,
     /// True when the trailer holds vlmetalayers.
     pub has_vlmetalayers: bool,
@@ -153,7 +154,7 @@ pub fn parse_header(b: &[u8], path: &str) -> Result<FrameHeader> {
             )));
         }
     }
-    let h = FrameHeader {
+    let mut h = FrameHeader {
         header_len: be(b, 0x0B, 4),
         frame_len: be(b, 0x10, 8),
         general_flags: b[0x19],
@@ -203,6 +204,11 @@ pub fn parse_header(b: &[u8], path: &str) -> Result<FrameHeader> {
             "header_len {} outside 87..=frame_len {}",
             h.header_len, h.frame_len
         )));
+    }
+    // C-Blosc2 stores chunksize -1 until the first chunk fixes it (python-blosc2 writes
+    // that for an empty SChunk, and for a CTable's variable-length column with no row yet).
+    if h.nbytes == 0 && h.chunksize as i32 == -1 {
+        h.chunksize = 0;
     }
     if h.typesize == 0
         || (h.typesize as i32) < 0

@@ -375,8 +375,11 @@ impl StoreRoot {
                 let name = format!("{prefix}{rel}");
                 match members.get(&name) {
                     Some(&(off, len)) => {
-                        let mut f = Frame::open_at(file, off, len).await?;
-                        f.set_display(format!("{}:{name}", file.display()));
+                        let display = format!("{}:{name}", file.display());
+                        let mut f = Frame::open_at(file, off, len)
+                            .await
+                            .map_err(|e| e.at_path(&display))?;
+                        f.set_display(display);
                         Ok(Some(f))
                     }
                     None => Ok(None),

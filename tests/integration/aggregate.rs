@@ -4,10 +4,8 @@
 //! query's plan is checked to have taken the fused path (or, for shapes it must leave
 //! alone, not to).
 
-use crate::util::explain;
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Float64Type};
-use datafusion::arrow::util::display::array_value_to_string;
+use crate::util::{compare_batches, explain};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_blosc2::provider::session::open_provider;
 use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
@@ -43,40 +41,8 @@ async fn run(ctx: &SessionContext, sql: &str) -> (Vec<RecordBatch>, String) {
 /// Compares results value by value: floats to 1e-12 relative (the fused sum adds in
 /// another order), NaN and null as themselves, everything else exactly.
 fn assert_same(sql: &str, a: &[RecordBatch], b: &[RecordBatch]) {
-    let rows = |x: &[RecordBatch]| x.iter().map(|b| b.num_rows()).sum::<usize>();
-    if a.is_empty() || b.is_empty() {
-        assert_eq!(rows(a), rows(b), "{sql}");
-        return;
-    }
-    let a = datafusion::arrow::compute::concat_batches(&a[0].schema(), a).unwrap();
-    let b = datafusion::arrow::compute::concat_batches(&b[0].schema(), b).unwrap();
-    assert_eq!(a.num_rows(), b.num_rows(), "{sql}");
-    for (i, (x, y)) in a.columns().iter().zip(b.columns()).enumerate() {
-        assert_eq!(x.data_type(), y.data_type(), "{sql}: column {i}");
-        for r in 0..x.len() {
-            assert_eq!(x.is_null(r), y.is_null(r), "{sql}: column {i} row {r}");
-            if x.is_null(r) {
-                continue;
-            }
-            match x.data_type() {
-                DataType::Float64 => {
-                    let (p, q) = (
-                        x.as_primitive::<Float64Type>().value(r),
-                        y.as_primitive::<Float64Type>().value(r),
-                    );
-                    let close = (p - q).abs() <= 1e-12 * p.abs().max(q.abs()) || p == q;
-                    assert!(
-                        close || (p.is_nan() && q.is_nan()),
-                        "{sql}: column {i}: {p} vs {q}"
-                    );
-                }
-                _ => assert_eq!(
-                    array_value_to_string(x, r).unwrap(),
-                    array_value_to_string(y, r).unwrap(),
-                    "{sql}: column {i} row {r}"
-                ),
-            }
-        }
+    if let Err(e) = compare_batches(a, b, 1e-12) {
+        panic!("{sql}: {e}");
     }
 }
 

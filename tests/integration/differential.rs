@@ -1,34 +1,48 @@
-//! Differential test against the reference: python-blosc2 4.14.1 (C-Blosc2 3.3.5) compresses
-//! random data with random codec / filters / typesize / blocksize / clevel / splitmode, and
-//! our decoder must return the bytes C-Blosc2 returns. Seeded; the seed is printed, and
-//! `B2_DIFF_SEED` replays a run and `B2_DIFF_CASES` sets how many cases it draws (400 by
-//! default). Needs `B2_PYTHON` (set by `.ci/run`) or a `python3` with blosc2; under CI a
-//! missing reference is a failure, elsewhere it prints "skipped".
+//! Differential tests against references, on random inputs the pinned python-blosc2
+//! 4.14.1 (C-Blosc2 3.3.5) writes:
+//! - chunks: random data compressed with random codec / filters / typesize / blocksize /
+//!   clevel / splitmode; our decoder must return the bytes C-Blosc2 returns
+//!   (`B2_DIFF_SEED` replays a run, `B2_DIFF_CASES` sets how many cases, 400 by default);
+//! - SQL: random arrays and CTables, random queries (predicates the scan pushes down,
+//!   aggregates it may fuse, TopK, GROUP BY); every query's result over the container (run
+//!   twice: the second run sees the zone maps the first one made), and over the same file
+//!   as a listing table, must equal DataFusion's result over a Parquet copy of the table
+//!   (`B2_SQL_DIFF_SEED`, `B2_SQL_DIFF_CASES`, 24 by default).
+//!
+//! Seeded; the seed is printed. Needs `B2_PYTHON` (set by `.ci/run`) or a `python3` with
+//! blosc2; under CI a missing reference is a failure, elsewhere they print "skipped".
 
-use crate::util::sha256_hex;
+use crate::util::{compare_batches, sha256_hex};
+use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_blosc2::chunk::{Chunk, DecodeLimits};
+use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
 use std::process::Command;
 
 /// Cases per run unless `B2_DIFF_CASES` says otherwise.
 const CASES: u32 = 400;
 
-#[test]
-fn random_chunks_match_c_blosc2() {
+/// The Python with the pinned python-blosc2, or `None` (after saying the test is
+/// skipped) when there is none; under CI a missing reference is a failure.
+fn reference_python(test: &str) -> Option<String> {
     let python = std::env::var("B2_PYTHON").unwrap_or_else(|_| "python3".into());
     let probe = Command::new(&python)
         .args(["-c", "import blosc2; assert blosc2.__version__ == '4.14.1'"])
         .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must provide python-blosc2 4.14.1 (B2_PYTHON={python})"
-        );
-        eprintln!(
-            "differential test skipped: no python-blosc2 4.14.1 at {python:?} (set B2_PYTHON)"
-        );
-        return;
+    if probe.is_ok_and(|o| o.status.success()) {
+        return Some(python);
     }
-    let seed: u64 = std::env::var("B2_DIFF_SEED")
+    assert!(
+        std::env::var("CI").is_err(),
+        "CI must provide python-blosc2 4.14.1 (B2_PYTHON={python})"
+    );
+    eprintln!("{test} skipped: no python-blosc2 4.14.1 at {python:?} (set B2_PYTHON)");
+    None
+}
+
+/// `seed_var`'s value, else the clock's seconds.
+fn seed(seed_var: &str) -> u64 {
+    std::env::var(seed_var)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
@@ -36,25 +50,26 @@ fn random_chunks_match_c_blosc2() {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(1)
-        });
-    let cases: u32 = std::env::var("B2_DIFF_CASES")
+        })
+}
+
+/// `var`'s value, else `default`.
+fn cases(var: &str, default: u32) -> u32 {
+    std::env::var(var)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(CASES);
-    eprintln!(
-        "differential test: seed {seed} ({cases} cases; replay with B2_DIFF_SEED={seed} B2_DIFF_CASES={cases})"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/differential.py"
-    );
-    let out = Command::new(&python)
+        .unwrap_or(default)
+}
+
+/// Runs `tests/fixtures/<script> SEED N DIR`, failing with its stderr.
+fn generate(python: &str, script: &str, seed: u64, cases: u32, dir: &std::path::Path) {
+    let script = format!("{}/tests/fixtures/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
         .args([
-            script,
+            &script,
             &seed.to_string(),
             &cases.to_string(),
-            dir.path().to_str().unwrap(),
+            dir.to_str().unwrap(),
         ])
         .output()
         .unwrap();
@@ -63,6 +78,20 @@ fn random_chunks_match_c_blosc2() {
         "seed {seed}: generator failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn random_chunks_match_c_blosc2() {
+    let Some(python) = reference_python("differential test") else {
+        return;
+    };
+    let seed = seed("B2_DIFF_SEED");
+    let cases = cases("B2_DIFF_CASES", CASES);
+    eprintln!(
+        "differential test: seed {seed} ({cases} cases; replay with B2_DIFF_SEED={seed} B2_DIFF_CASES={cases})"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    generate(&python, "differential.py", seed, cases, dir.path());
     let manifest = std::fs::read_to_string(dir.path().join("manifest.tsv")).unwrap();
     let mut failures = Vec::new();
     let mut n = 0;
@@ -103,6 +132,128 @@ fn random_chunks_match_c_blosc2() {
     assert!(
         failures.is_empty(),
         "seed {seed}: {} of {n} cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// One generated container and its queries (`{T}` stands for the table).
+struct SqlCase {
+    path: String,
+    desc: String,
+    queries: Vec<String>,
+}
+
+impl SqlCase {
+    fn from_json(v: &serde_json::Value) -> SqlCase {
+        let text = |k: &str| v[k].as_str().unwrap().to_string();
+        let queries = v["queries"].as_array().unwrap();
+        SqlCase {
+            path: text("path"),
+            desc: text("desc"),
+            queries: queries.iter().map(|q| q.as_str().unwrap().into()).collect(),
+        }
+    }
+}
+
+/// Runs `sql`, or says why it failed.
+async fn collect(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<Vec<datafusion::arrow::array::RecordBatch>, String> {
+    let df = ctx.sql(sql).await.map_err(|e| e.to_string())?;
+    df.collect().await.map_err(|e| e.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_sql_matches_datafusion_over_parquet() {
+    let Some(python) = reference_python("SQL differential test") else {
+        return;
+    };
+    let seed = seed("B2_SQL_DIFF_SEED");
+    let cases = cases("B2_SQL_DIFF_CASES", 24);
+    eprintln!(
+        "SQL differential test: seed {seed} ({cases} tables; replay with B2_SQL_DIFF_SEED={seed} B2_SQL_DIFF_CASES={cases})"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    generate(&python, "sql_differential.py", seed, cases, dir.path());
+    let manifest = std::fs::read_to_string(dir.path().join("manifest.json")).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    let manifest: Vec<SqlCase> = manifest
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(SqlCase::from_json)
+        .collect();
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for (i, case) in manifest.iter().enumerate() {
+        let path = dir.path().join(&case.path);
+        let location = path.to_str().unwrap();
+        // 1 to 4 partitions: units split between partitions in every way.
+        let config = || SessionConfig::new().with_target_partitions(1 + i % 4);
+        let ctx = SessionContext::new_with_config(config());
+        ctx.enable_blosc2();
+        ctx.register_blosc2("t", location, Blosc2Options::default())
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", case.desc));
+        // The same file as DataFusion's listing table (a directory of files as one).
+        let listed = if path.is_dir() && path.extension().is_none() {
+            format!("{location}/")
+        } else {
+            location.to_string()
+        };
+        ctx.sql(&format!(
+            "CREATE EXTERNAL TABLE l STORED AS BLOSC2 LOCATION '{listed}'"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", case.desc));
+        // The reference: DataFusion over a Parquet copy, without Parquet statistics
+        // (DataFusion 55 answers max() from them, and Parquet statistics leave NaN out).
+        let parquet = dir.path().join(format!("copy{i}.parquet"));
+        ctx.table("t")
+            .await
+            .unwrap()
+            .write_parquet(
+                parquet.to_str().unwrap(),
+                DataFrameWriteOptions::new().with_single_file_output(true),
+                None,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", case.desc));
+        let reference = SessionContext::new_with_config(
+            config().set_bool("datafusion.execution.collect_statistics", false),
+        );
+        reference
+            .register_parquet(
+                "p",
+                parquet.to_str().unwrap(),
+                ParquetReadOptions::default(),
+            )
+            .await
+            .unwrap();
+        for q in &case.queries {
+            let want = collect(&reference, &q.replace("{T}", "p")).await;
+            let want = match want {
+                Ok(w) => w,
+                Err(e) => panic!("{} ({}): over Parquet: {q}: {e}", case.path, case.desc),
+            };
+            for (table, run) in [("t", "first run"), ("t", "second run"), ("l", "listing")] {
+                compared += 1;
+                let got = collect(&ctx, &q.replace("{T}", table)).await;
+                if let Err(e) = got.and_then(|got| compare_batches(&got, &want, 1e-9)) {
+                    failures.push(format!(
+                        "{} ({}), {run}: {q}\n    {e}",
+                        case.path, case.desc
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!("SQL differential test: {compared} results compared");
+    assert!(
+        failures.is_empty(),
+        "seed {seed}: {} of {compared} results differ:\n{}",
         failures.len(),
         failures.join("\n")
     );

@@ -120,3 +120,71 @@ pub async fn explain(ctx: &datafusion::prelude::SessionContext, sql: &str) -> St
     }
     s
 }
+
+/// Compares two results value by value: `Float64` to `rel_tol` relative (sums added in
+/// another order), NaN and null as themselves, everything else exactly; `Utf8`,
+/// `LargeUtf8` and `Utf8View` columns are alike (Parquet reads text as `Utf8View`).
+/// `Err` says where they first differ.
+pub fn compare_batches(
+    a: &[datafusion::arrow::array::RecordBatch],
+    b: &[datafusion::arrow::array::RecordBatch],
+    rel_tol: f64,
+) -> Result<(), String> {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::{DataType, Float64Type};
+    use datafusion::arrow::util::display::array_value_to_string;
+    let rows =
+        |x: &[datafusion::arrow::array::RecordBatch]| x.iter().map(|b| b.num_rows()).sum::<usize>();
+    if rows(a) != rows(b) {
+        return Err(format!("{} rows against {}", rows(a), rows(b)));
+    }
+    if a.is_empty() || b.is_empty() {
+        return Ok(());
+    }
+    let a = datafusion::arrow::compute::concat_batches(&a[0].schema(), a).unwrap();
+    let b = datafusion::arrow::compute::concat_batches(&b[0].schema(), b).unwrap();
+    let text_type =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    for (i, (x, y)) in a.columns().iter().zip(b.columns()).enumerate() {
+        let y = &if x.data_type() != y.data_type()
+            && text_type(x.data_type())
+            && text_type(y.data_type())
+        {
+            datafusion::arrow::compute::cast(y, x.data_type()).unwrap()
+        } else {
+            std::sync::Arc::clone(y)
+        };
+        if x.data_type() != y.data_type() {
+            return Err(format!(
+                "column {i}: {} against {}",
+                x.data_type(),
+                y.data_type()
+            ));
+        }
+        for r in 0..x.len() {
+            let text = |c: &dyn Array| array_value_to_string(c, r).unwrap();
+            let same = match (x.is_null(r), y.is_null(r)) {
+                (true, true) => true,
+                (false, false) if *x.data_type() == DataType::Float64 => {
+                    let (p, q) = (
+                        x.as_primitive::<Float64Type>().value(r),
+                        y.as_primitive::<Float64Type>().value(r),
+                    );
+                    p == q
+                        || (p - q).abs() <= rel_tol * p.abs().max(q.abs())
+                        || (p.is_nan() && q.is_nan())
+                }
+                (false, false) => text(x) == text(y),
+                _ => false,
+            };
+            if !same {
+                return Err(format!(
+                    "column {i} row {r}: {} against {}",
+                    text(x),
+                    text(y)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
