@@ -122,8 +122,8 @@ pub async fn explain(ctx: &datafusion::prelude::SessionContext, sql: &str) -> St
 }
 
 /// Compares two results value by value: `Float64` to `rel_tol` relative (sums added in
-/// another order), NaN and null as themselves, everything else exactly; `Utf8`,
-/// `LargeUtf8` and `Utf8View` columns are alike (Parquet reads text as `Utf8View`).
+/// another order), NaN and null as themselves, everything else exactly; the `Utf8` and
+/// the `Binary` types are alike among themselves (Parquet reads them as views).
 /// `Err` says where they first differ.
 pub fn compare_batches(
     a: &[datafusion::arrow::array::RecordBatch],
@@ -143,13 +143,14 @@ pub fn compare_batches(
     }
     let a = datafusion::arrow::compute::concat_batches(&a[0].schema(), a).unwrap();
     let b = datafusion::arrow::compute::concat_batches(&b[0].schema(), b).unwrap();
-    let text_type =
-        |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+    let family = |t: &DataType| match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => 1,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => 2,
+        _ => 0,
+    };
     for (i, (x, y)) in a.columns().iter().zip(b.columns()).enumerate() {
-        let y = &if x.data_type() != y.data_type()
-            && text_type(x.data_type())
-            && text_type(y.data_type())
-        {
+        let alike = family(x.data_type()) > 0 && family(x.data_type()) == family(y.data_type());
+        let y = &if x.data_type() != y.data_type() && alike {
             datafusion::arrow::compute::cast(y, x.data_type()).unwrap()
         } else {
             std::sync::Arc::clone(y)
