@@ -6,12 +6,14 @@
 //! - SQL: random arrays and CTables, random queries (predicates the scan pushes down,
 //!   aggregates it may fuse, TopK, GROUP BY); every query's result over the container (run
 //!   twice: the second run sees the zone maps the first one made), and over the same file
-//!   as a listing table, must equal DataFusion's result over a Parquet copy of the table
-//!   (`B2_SQL_DIFF_SEED`, `B2_SQL_DIFF_CASES`, 24 by default).
+//!   as a listing table, must equal DataFusion's result over a Parquet copy of the table,
+//!   and the table must hold python-blosc2's values (`B2_SQL_DIFF_SEED`,
+//!   `B2_SQL_DIFF_CASES`, 24 by default).
 //!
 //! Seeded; the seed is printed. Needs `B2_PYTHON` (set by `.ci/run`) or a `python3` with
 //! blosc2; under CI a missing reference is a failure, elsewhere they print "skipped".
 
+use crate::arrow_values::{close, json_of};
 use crate::util::{compare_batches, sha256_hex};
 use datafusion::dataframe::DataFrameWriteOptions;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
@@ -142,6 +144,8 @@ struct SqlCase {
     path: String,
     desc: String,
     queries: Vec<String>,
+    /// python-blosc2's values: `columns` (name → every live value, in `order_by` order).
+    expect: serde_json::Value,
 }
 
 impl SqlCase {
@@ -152,8 +156,42 @@ impl SqlCase {
             path: text("path"),
             desc: text("desc"),
             queries: queries.iter().map(|q| q.as_str().unwrap().into()).collect(),
+            expect: v["expect"].clone(),
         }
     }
+}
+
+/// Every value of `table` in `ctx` against the writer's (`expect`: `order_by`, and
+/// `columns`, name → values as [`json_of`] writes them).
+async fn check_values(
+    ctx: &SessionContext,
+    table: &str,
+    expect: &serde_json::Value,
+) -> Result<(), String> {
+    let order = expect["order_by"].as_str().unwrap();
+    let batches = collect(ctx, &format!("SELECT * FROM {table} ORDER BY {order}")).await?;
+    let columns = expect["columns"].as_object().unwrap();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    for (name, want) in columns {
+        let want = want.as_array().unwrap();
+        if rows != want.len() {
+            return Err(format!("{rows} rows, the writer's {}", want.len()));
+        }
+        let mut k = 0;
+        for b in &batches {
+            let col = b
+                .column_by_name(name)
+                .ok_or_else(|| format!("no column {name}"))?;
+            for r in 0..b.num_rows() {
+                let got = json_of(col.as_ref(), r);
+                if !close(&got, &want[k]) {
+                    return Err(format!("{name}[{k}] = {got}, the writer's {}", want[k]));
+                }
+                k += 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs `sql`, or says why it failed.
@@ -232,6 +270,9 @@ async fn random_sql_matches_datafusion_over_parquet() {
             )
             .await
             .unwrap();
+        if let Err(e) = check_values(&ctx, "t", &case.expect).await {
+            failures.push(format!("{} ({}), values: {e}", case.path, case.desc));
+        }
         for q in &case.queries {
             let want = collect(&reference, &q.replace("{T}", "p")).await;
             let want = match want {
