@@ -7,6 +7,7 @@ pub mod dynamic;
 pub mod exec;
 pub mod format;
 mod listed;
+mod member_value;
 pub mod members;
 pub mod multi;
 mod opener;

@@ -12,6 +12,7 @@
 //! A filter on path columns alone picks the members to scan while planning (and is exact:
 //! a member's rows all pass it or all fail it).
 
+use super::member_value::MemberValue;
 use super::partition::{inferred_type, inferred_value, partition_values};
 use super::table::Blosc2Table;
 use crate::arrow_reader::schema::{ATTRS_KEY, FILES_KEY};
@@ -26,7 +27,7 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::projection::ProjectionExec;
@@ -218,7 +219,8 @@ impl Blosc2MultiTable {
                 let field_name = self.schema.field(i).name().clone();
                 if i >= self.stored {
                     let value = member.values[i - self.stored].clone();
-                    (Arc::new(Literal::new(value)) as _, field_name)
+                    // Not a `Literal`: see `member_value`.
+                    (Arc::new(MemberValue::new(value)) as _, field_name)
                 } else {
                     pos += 1;
                     (Arc::new(Column::new(&field_name, pos - 1)) as _, field_name)

@@ -235,17 +235,16 @@ async fn random_sql_matches_datafusion_over_parquet() {
         ctx.register_blosc2("t", location, Blosc2Options::default())
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", case.desc));
-        // The same file as DataFusion's listing table (a directory of files as one).
-        let listed = if path.is_dir() && path.extension().is_none() {
-            format!("{location}/")
-        } else {
-            location.to_string()
-        };
-        ctx.sql(&format!(
-            "CREATE EXTERNAL TABLE l STORED AS BLOSC2 LOCATION '{listed}'"
-        ))
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}", case.desc));
+        // The same file as DataFusion's listing table. (Not a directory of members: a
+        // listing table has no `filename` column, and takes hive keys its own way.)
+        let listed = !path.is_dir() || path.extension().is_some();
+        if listed {
+            ctx.sql(&format!(
+                "CREATE EXTERNAL TABLE l STORED AS BLOSC2 LOCATION '{location}'"
+            ))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", case.desc));
+        }
         // The reference: DataFusion over a Parquet copy, without Parquet statistics
         // (DataFusion 55 answers max() from them, and Parquet statistics leave NaN out).
         let parquet = dir.path().join(format!("copy{i}.parquet"));
@@ -279,7 +278,8 @@ async fn random_sql_matches_datafusion_over_parquet() {
                 Ok(w) => w,
                 Err(e) => panic!("{} ({}): over Parquet: {q}: {e}", case.path, case.desc),
             };
-            for (table, run) in [("t", "first run"), ("t", "second run"), ("l", "listing")] {
+            let runs = [("t", "first run"), ("t", "second run"), ("l", "listing")];
+            for (table, run) in runs.into_iter().filter(|r| listed || r.0 != "l") {
                 compared += 1;
                 let got = collect(&ctx, &q.replace("{T}", table)).await;
                 if let Err(e) = got.and_then(|got| compare_batches(&got, &want, 1e-9)) {

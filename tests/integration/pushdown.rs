@@ -987,3 +987,47 @@ async fn random_dynamic_filters_match_brute_force() {
         }
     }
 }
+
+/// `ORDER BY <path column>, … LIMIT k OFFSET o` over a multi-file table, at 1 to 4
+/// partitions: each result must be that slice of the same query without `LIMIT`. The
+/// path columns (hive keys, `filename`) are constant in each member's partitions and
+/// differ between members; DataFusion used to drop them from the partitioned TopK's keys
+/// while sharing one dynamic-filter threshold between all partitions, which dropped rows
+/// of one file on the threshold reached in another (see `provider::member_value`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_k_over_path_columns_of_a_multi_file_table() {
+    let dir = crate::util::fixture("partitioned/temps/");
+    let columns = "dim_0, value, year, station, filename";
+    let orders = [
+        "filename, dim_0",
+        "filename DESC, dim_0",
+        "year DESC, station, dim_0 DESC, filename",
+        "station, value, filename, dim_0",
+    ];
+    for partitions in 1..=4 {
+        let ctx = SessionContext::new_with_config(
+            SessionConfig::new().with_target_partitions(partitions),
+        );
+        ctx.register_blosc2("t", dir.to_str().unwrap(), Blosc2Options::default())
+            .await
+            .unwrap();
+        for order in orders {
+            let run = |sql: String| {
+                let ctx = ctx.clone();
+                async move { ctx.sql(&sql).await.unwrap().collect().await.unwrap() }
+            };
+            let all = run(format!("SELECT {columns} FROM t ORDER BY {order}")).await;
+            let all = datafusion::arrow::compute::concat_batches(&all[0].schema(), &all).unwrap();
+            let n = all.num_rows();
+            for (k, offset) in [(1, 0), (3, 5), (10, n / 3), (7, n / 2), (2, n - 1)] {
+                let sql =
+                    format!("SELECT {columns} FROM t ORDER BY {order} LIMIT {k} OFFSET {offset}");
+                let got = run(sql.clone()).await;
+                let want = all.slice(offset, k.min(n - offset));
+                if let Err(e) = crate::util::compare_batches(&got, &[want], 0.0) {
+                    panic!("{partitions} partitions: {sql}: {e}");
+                }
+            }
+        }
+    }
+}

@@ -143,6 +143,13 @@ pub fn compare_batches(
     }
     let a = datafusion::arrow::compute::concat_batches(&a[0].schema(), a).unwrap();
     let b = datafusion::arrow::compute::concat_batches(&b[0].schema(), b).unwrap();
+    if a.num_columns() != b.num_columns() {
+        return Err(format!(
+            "{} columns against {}",
+            a.num_columns(),
+            b.num_columns()
+        ));
+    }
     let family = |t: &DataType| match t {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => 1,
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => 2,
