@@ -214,7 +214,17 @@ fn is_integer(t: &DataType) -> bool {
 
 fn unary(op: UnaryOp, x: Expr, schema: &DFSchema) -> Translated {
     Ok(match op {
-        UnaryOp::Neg => Expr::Negative(Box::new(x)),
+        UnaryOp::Neg => match type_of(&x, schema)? {
+            // NumPy negates unsigned integers modulo 2^bits; DataFusion refuses to negate
+            // them, but subtracts with wraparound.
+            t if t.is_unsigned_integer() => {
+                let zero = ScalarValue::UInt8(Some(0))
+                    .cast_to(&t)
+                    .map_err(|e| e.to_string())?;
+                binary_expr(lit(zero), Operator::Minus, x)
+            }
+            _ => Expr::Negative(Box::new(x)),
+        },
         UnaryOp::Pos => x,
         UnaryOp::Invert => match type_of(&x, schema)? {
             DataType::Boolean => Expr::Not(Box::new(x)),
