@@ -279,11 +279,12 @@ fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Translated {
                     lit(0),
                 ),
                 Operator::And,
-                binary_expr(negative(a), Operator::NotEq, negative(b)),
+                binary_expr(negative(a), Operator::NotEq, negative(b.clone())),
             );
-            when(inexact, binary_expr(q.clone(), Operator::Minus, lit(1)))
+            let floor = when(inexact, binary_expr(q.clone(), Operator::Minus, lit(1)))
                 .otherwise(q)
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            zero_when_divisor_zero(floor, b, schema)
         }
         B::FloorDiv => Ok(math("floor", vec![binary_expr(a, Operator::Divide, b)])),
         B::Mod => {
@@ -294,12 +295,27 @@ fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Translated {
                 Operator::And,
                 binary_expr(negative(r.clone()), Operator::NotEq, negative(b.clone())),
             );
-            when(adjust, binary_expr(r.clone(), Operator::Plus, b))
+            let rem = when(adjust, binary_expr(r.clone(), Operator::Plus, b.clone()))
                 .otherwise(r)
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            if both_int {
+                zero_when_divisor_zero(rem, b, schema)
+            } else {
+                Ok(rem)
+            }
         }
         B::Pow => Ok(math("power", vec![a, b])),
     }
+}
+
+/// `e` (an integer `//` or `%` by `divisor`), but 0 where the divisor is 0, as NumPy gives
+/// (DataFusion fails the whole query on an integer division by zero). `CASE` evaluates
+/// `e` only on the other rows; a null divisor still gives NULL.
+fn zero_when_divisor_zero(e: Expr, divisor: Expr, schema: &DFSchema) -> Translated {
+    let zero = Expr::Cast(Cast::new(Box::new(lit(0)), type_of(&e, schema)?));
+    when(binary_expr(divisor, Operator::Eq, lit(0)), zero)
+        .otherwise(e)
+        .map_err(|e| e.to_string())
 }
 
 fn float(e: Expr) -> Expr {
