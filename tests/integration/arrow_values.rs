@@ -3,7 +3,7 @@
 
 use crate::containers::arrays;
 use crate::util::fixture;
-use datafusion_blosc2::arrow::array::{Array, AsArray};
+use datafusion_blosc2::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion_blosc2::arrow::datatypes::*;
 use datafusion_blosc2::arrow_reader::reader::read_all;
 use datafusion_blosc2::dataset::{Dataset, OpenOptions};
@@ -167,22 +167,33 @@ pub async fn check_table_values(rel: &str, ds: Arc<Dataset>, t: &Value) {
         t["nrows"].as_u64().unwrap(),
         "{rel}: live rows"
     );
-    for (ci, name) in order.iter().enumerate() {
+    for name in order {
         let want = t["columns"][name].as_array().unwrap();
-        let mut k = 0;
-        for b in &batches {
-            let c = b.column(ci);
-            for i in 0..c.len() {
-                let got = json_of(c.as_ref(), i);
-                assert!(
-                    close(&got, &want[k]),
-                    "{rel}: {name}[{k}] = {got}, want {}",
-                    want[k]
-                );
-                k += 1;
-            }
+        if let Err(e) = column_matches(&batches, name, want) {
+            panic!("{rel}: {e}");
         }
     }
+}
+
+/// Every value of column `name` in `batches`, in order, against the writer's `want` (as
+/// [`json_of`] writes them): `Err` names the first that differs, or a missing column.
+pub fn column_matches(batches: &[RecordBatch], name: &str, want: &[Value]) -> Result<(), String> {
+    let mut k = 0;
+    for b in batches {
+        let col = b
+            .column_by_name(name)
+            .ok_or_else(|| format!("no column {name}"))?;
+        for r in 0..b.num_rows() {
+            let got = json_of(col.as_ref(), r);
+            match want.get(k) {
+                Some(w) if close(&got, w) => {}
+                Some(w) => return Err(format!("{name}[{k}] = {got}, want {w}")),
+                None => return Err(format!("{name}[{k}] = {got}, want no more rows")),
+            }
+            k += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Computed columns (virtual, an expression over stored columns) through SQL, every value

@@ -13,7 +13,7 @@
 //! Seeded; the seed is printed. Needs `B2_PYTHON` (set by `.ci/run`) or a `python3` with
 //! blosc2; under CI a missing reference is a failure, elsewhere they print "skipped".
 
-use crate::arrow_values::{close, json_of};
+use crate::arrow_values::column_matches;
 use crate::util::{compare_batches, sha256_hex};
 use datafusion::dataframe::DataFrameWriteOptions;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
@@ -165,7 +165,7 @@ impl SqlCase {
 }
 
 /// Every value of `table` in `ctx` against the writer's (`expect`: `order_by`, and
-/// `columns`, name → values as [`json_of`] writes them).
+/// `columns`, name → values as `json_of` writes them).
 async fn check_values(
     ctx: &SessionContext,
     table: &str,
@@ -180,19 +180,7 @@ async fn check_values(
         if rows != want.len() {
             return Err(format!("{rows} rows, the writer's {}", want.len()));
         }
-        let mut k = 0;
-        for b in &batches {
-            let col = b
-                .column_by_name(name)
-                .ok_or_else(|| format!("no column {name}"))?;
-            for r in 0..b.num_rows() {
-                let got = json_of(col.as_ref(), r);
-                if !close(&got, &want[k]) {
-                    return Err(format!("{name}[{k}] = {got}, the writer's {}", want[k]));
-                }
-                k += 1;
-            }
-        }
+        column_matches(&batches, name, want)?;
     }
     Ok(())
 }
