@@ -4,12 +4,14 @@
 //!
 //! NumPy's meaning is kept where SQL's differs: `/` divides integers as floats, `//`
 //! rounds toward −∞, `%` takes the divisor's sign, `&` `|` `^` `~` are logical on
-//! booleans and bitwise on integers, and the result is cast to the declared dtype. The
+//! booleans and bitwise on integers, and the result is cast to the declared dtype as
+//! NumPy's `astype` casts (integers wrap: `u + 300` over `uint8` is `uint8`). The
 //! functions are those DataFusion has with NumPy's meaning (`sqrt`, `log`, `arctan2`,
 //! `where`, `contains`, …); a definition using another (`expm1`, `hypot`, …) leaves its
 //! column out of the schema, and the schema metadata says why ([`OMITTED_KEY`]).
 //! Computed values of rows whose operands are null are null.
 
+use super::wrapping_cast::wrapping_cast;
 use crate::array::computed::{ComputedColumn, Definition};
 use crate::array::expression::{BinaryOp, Expression, UnaryOp};
 use crate::array::table::Table;
@@ -19,7 +21,7 @@ use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::{
-    Cast, Expr, ExprSchemable, Operator, ScalarUDF, binary_expr, lit, when,
+    Cast, Expr, ExprSchemable, Operator, ScalarUDF, TryCast, binary_expr, lit, when,
 };
 use std::sync::Arc;
 
@@ -65,7 +67,7 @@ impl ComputedColumns {
             match c.definition.as_ref().map_err(String::clone).and_then(|d| {
                 let e = translate(&d.tree, c, &df_schema)?;
                 let nullable = e.nullable(&df_schema).map_err(|e| e.to_string())?;
-                let (field, e) = typed(&c.name, e, d, nullable);
+                let (field, e) = typed(&c.name, e, d, nullable, &df_schema)?;
                 plannable(&e)?;
                 Ok((field, e))
             }) {
@@ -88,11 +90,29 @@ impl ComputedColumns {
     }
 }
 
-/// The field of column `name` and its expression cast to the declared type.
-fn typed(name: &str, e: Expr, d: &Definition, nullable: bool) -> (FieldRef, Expr) {
+/// The field of column `name` and its expression cast to the declared type as NumPy's
+/// `astype` casts: integers wrap modulo 2^bits; floats become integers truncated toward
+/// zero, and null where NumPy's result is undefined (NaN, ±inf, out of range), so such a
+/// column is nullable.
+fn typed(
+    name: &str,
+    e: Expr,
+    d: &Definition,
+    nullable: bool,
+    schema: &DFSchema,
+) -> Result<(FieldRef, Expr), String> {
     let t = arrow_type(&d.dtype);
-    let e = Expr::Cast(Cast::new(Box::new(e), t.clone()));
-    (Arc::new(Field::new(name, t, nullable)), e)
+    let from = type_of(&e, schema)?;
+    let (e, nullable) = if from == t {
+        (e, nullable)
+    } else if from.is_integer() && t.is_integer() {
+        (wrapping_cast(e, t.clone()), nullable)
+    } else if from.is_floating() && t.is_integer() {
+        (Expr::TryCast(TryCast::new(Box::new(e), t.clone())), true)
+    } else {
+        (Expr::Cast(Cast::new(Box::new(e), t.clone())), nullable)
+    };
+    Ok((Arc::new(Field::new(name, t, nullable)), e))
 }
 
 /// `stored` with the computed columns appended (and the note of those left out).

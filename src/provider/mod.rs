@@ -19,6 +19,7 @@ pub mod source;
 pub mod table;
 mod text_filters;
 mod work;
+mod wrapping_cast;
 
 pub use aggregate::{Blosc2AggregateExec, Blosc2AggregatePushdown};
 pub use exec::Blosc2Exec;
