@@ -411,7 +411,7 @@ impl ExecutionPlan for Blosc2Exec {
             .options()
             .execution
             .enable_file_stream_work_stealing;
-        let units = self.execution.source(&self.partitions, partition, share);
+        let (units, pieces) = self.execution.source(&self.partitions, partition, share);
         let reader = self.reader.clone();
         let m = &self.metrics;
         let chunks_read = MetricBuilder::new(m).counter("chunks_read", partition);
@@ -459,6 +459,7 @@ impl ExecutionPlan for Blosc2Exec {
                 let dynamic = dynamic.clone();
                 let pruned_dynamic = units_pruned_dynamic.clone();
                 let zone_maps = zone_maps.clone();
+                let pieces = Arc::clone(&pieces);
                 let record = Arc::clone(&record);
                 let record_cols = Arc::clone(&record_cols);
                 let (cr, cs, bd, bs, bf, dt) = (
@@ -470,10 +471,18 @@ impl ExecutionPlan for Blosc2Exec {
                     decode_time.clone(),
                 );
                 async move {
-                    if limit.is_some_and(|l| produced >= l) {
+                    let next = if limit.is_some_and(|l| produced >= l) {
+                        None
+                    } else {
+                        it.next()
+                    };
+                    let Some(mut unit) = next else {
+                        // A zone this partition read in part goes to its execution.
+                        if let Some(zm) = &zone_maps {
+                            ZoneAccumulator::leave(&mut acc, zm, Some(&pieces), &record_cols);
+                        }
                         return None;
-                    }
-                    let mut unit = it.next()?;
+                    };
                     let mut st = ReadStats::default();
                     // `None`: the dynamic filters rule the unit out, on its coordinate box
                     // (which they may also cut), on its statistics, or on its filter
@@ -522,7 +531,14 @@ impl ExecutionPlan for Blosc2Exec {
                     if let (Ok(b), Some(zm)) = (&res, &zone_maps) {
                         let values: Vec<&ArrayRef> =
                             record.iter().map(|&(i, _)| b.column(i)).collect();
-                        ZoneAccumulator::add(&mut acc, zm, &unit, &record_cols, &values);
+                        ZoneAccumulator::add(
+                            &mut acc,
+                            zm,
+                            Some(&pieces),
+                            &unit,
+                            &record_cols,
+                            &values,
+                        );
                     }
                     match res {
                         Ok(b) => {

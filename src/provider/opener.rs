@@ -380,7 +380,7 @@ impl FileScan {
         };
         if let Some((maps, at, cols)) = &self.zone_maps {
             let values: Vec<&ArrayRef> = at.iter().map(|&p| batch.column(p)).collect();
-            ZoneAccumulator::add(acc, maps, unit, cols, &values);
+            ZoneAccumulator::add(acc, maps, None, unit, cols, &values);
         }
         let rows = batch.num_rows();
         let columns: Vec<ArrayRef> = self

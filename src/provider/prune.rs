@@ -68,21 +68,25 @@ impl ZoneMaps {
 }
 
 /// Gathers one zone's extrema over the several units (batches) it was read in, in one
-/// partition; the zone is recorded when its units add up to all its rows.
+/// partition; the zone is recorded when its units add up to all its rows. A zone the
+/// partition read only part of goes to its execution's [`ZonePieces`].
 #[derive(Debug)]
 pub struct ZoneAccumulator {
     zone: u64,
     rows: u64,
+    zone_rows: u64,
     /// Per recorded column: running extrema, `None` once some batch had none.
     cols: Vec<Option<(ScalarValue, ScalarValue)>>,
 }
 
 impl ZoneAccumulator {
     /// Folds the batch of `unit` (columns `values`, full-schema indices `cols`) into the
-    /// accumulator, flushing a completed zone into `maps`.
+    /// accumulator, flushing a completed zone into `maps`; the zone it held before, if
+    /// another, into `pieces`.
     pub fn add(
         acc: &mut Option<ZoneAccumulator>,
         maps: &ZoneMaps,
+        pieces: Option<&ZonePieces>,
         unit: &ZonedUnit,
         cols: &[usize],
         values: &[&ArrayRef],
@@ -96,32 +100,85 @@ impl ZoneAccumulator {
         }
         // Types without an ordering DataFusion can prune on, NaN, all-null batches and
         // long strings have no extrema; one such batch leaves the zone unknown.
-        let batch: Vec<_> = values.iter().map(|v| extrema(v)).collect();
-        let a = match acc {
-            Some(a) if a.zone == unit.zone => {
-                for (slot, b) in a.cols.iter_mut().zip(batch) {
-                    *slot = match (slot.take(), b) {
-                        (Some(x), Some(y)) => widen(x, y),
-                        _ => None,
-                    };
-                }
-                a
-            }
-            _ => acc.insert(ZoneAccumulator {
-                zone: unit.zone,
-                rows: 0,
-                cols: batch,
-            }),
+        let piece = ZoneAccumulator {
+            zone: unit.zone,
+            rows: unit.unit.rows(),
+            zone_rows: unit.zone_rows,
+            cols: values.iter().map(|v| extrema(v)).collect(),
         };
-        a.rows += unit.unit.rows();
-        if a.rows == unit.zone_rows
-            && let Some(done) = acc.take()
-        {
-            for (&col, mm) in cols.iter().zip(done.cols) {
-                if let Some(mm) = mm {
-                    maps.insert(col, done.zone, mm);
+        let whole = match acc.take() {
+            Some(a) if a.zone == unit.zone => a.merge(piece),
+            other => {
+                if let Some(other) = other {
+                    Self::hand_over(other, maps, pieces, cols);
                 }
+                piece
             }
+        };
+        if whole.rows == whole.zone_rows {
+            whole.record(maps, cols);
+        } else {
+            *acc = Some(whole);
+        }
+    }
+
+    /// Hands the zone `acc` holds, read in part, to `pieces` (the partition is done).
+    pub fn leave(
+        acc: &mut Option<ZoneAccumulator>,
+        maps: &ZoneMaps,
+        pieces: Option<&ZonePieces>,
+        cols: &[usize],
+    ) {
+        if let Some(a) = acc.take() {
+            Self::hand_over(a, maps, pieces, cols);
+        }
+    }
+
+    fn hand_over(a: Self, maps: &ZoneMaps, pieces: Option<&ZonePieces>, cols: &[usize]) {
+        if let Some(pieces) = pieces {
+            pieces.merge(a, maps, cols);
+        }
+    }
+
+    /// Both pieces of one zone as one (their rows apart).
+    fn merge(mut self, other: ZoneAccumulator) -> ZoneAccumulator {
+        for (slot, b) in self.cols.iter_mut().zip(other.cols) {
+            *slot = match (slot.take(), b) {
+                (Some(x), Some(y)) => widen(x, y),
+                _ => None,
+            };
+        }
+        self.rows += other.rows;
+        self
+    }
+
+    fn record(self, maps: &ZoneMaps, cols: &[usize]) {
+        for (&col, mm) in cols.iter().zip(self.cols) {
+            if let Some(mm) = mm {
+                maps.insert(col, self.zone, mm);
+            }
+        }
+    }
+}
+
+/// The zones the partitions of one execution each read a part of (a plan may split a
+/// zone between partitions, e.g. an array of one chunk): their pieces are merged here,
+/// and a zone is recorded once its pieces add up to all its rows. Every unit is read at
+/// most once per execution, so no row is counted twice.
+#[derive(Debug, Default)]
+pub struct ZonePieces(Mutex<HashMap<u64, ZoneAccumulator>>);
+
+impl ZonePieces {
+    fn merge(&self, piece: ZoneAccumulator, maps: &ZoneMaps, cols: &[usize]) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let whole = match m.remove(&piece.zone) {
+            Some(held) => held.merge(piece),
+            None => piece,
+        };
+        if whole.rows == whole.zone_rows {
+            whole.record(maps, cols);
+        } else {
+            m.insert(whole.zone, whole);
         }
     }
 }

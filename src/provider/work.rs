@@ -10,28 +10,42 @@
 //! Taking from the back keeps both sides on neighbouring units: the owner walks its list
 //! forward, the taker backward, and at most the chunk where they meet is fetched twice.
 //! Every unit is still read exactly once per execution, by one partition or another.
+//!
+//! An execution also holds the zones its partitions each read a part of
+//! ([`ZonePieces`]), so that a zone the plan split between partitions is still mapped.
 
+use super::prune::ZonePieces;
 use crate::arrow_reader::zones::ZonedUnit;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The units of every partition of one execution, shared by its partitions.
+/// The units of every partition of one execution, shared by its partitions, and the
+/// zones they read in part.
 #[derive(Debug)]
 pub(crate) struct SharedUnits {
     queues: Vec<Mutex<VecDeque<ZonedUnit>>>,
     /// Which partitions this execution has opened: opening one again starts a new
     /// execution (a plan executed twice without `reset_state`).
     opened: Mutex<Vec<bool>>,
+    /// The zones split between partitions, pieced together.
+    pieces: Arc<ZonePieces>,
 }
 
 impl SharedUnits {
-    fn new(partitions: &[Vec<ZonedUnit>]) -> Self {
+    fn new(partitions: &[Vec<ZonedUnit>], share: bool) -> Self {
         SharedUnits {
             queues: partitions
                 .iter()
-                .map(|p| Mutex::new(p.iter().cloned().collect()))
+                .map(|p| {
+                    Mutex::new(if share {
+                        p.iter().cloned().collect()
+                    } else {
+                        VecDeque::new()
+                    })
+                })
                 .collect(),
             opened: Mutex::new(vec![false; partitions.len()]),
+            pieces: Arc::default(),
         }
     }
 
@@ -94,8 +108,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The execution state a scan node keeps between `execute` calls: the shared queues of
-/// the current execution, if sharing is on.
+/// The execution state a scan node keeps between `execute` calls: the current
+/// execution's zone pieces, and its shared queues if sharing is on.
 #[derive(Debug, Default)]
 pub(crate) struct ExecutionUnits {
     current: Mutex<Option<Arc<SharedUnits>>>,
@@ -103,28 +117,38 @@ pub(crate) struct ExecutionUnits {
 
 impl ExecutionUnits {
     /// The source of `partition`'s units for an execution of a scan planned as
-    /// `partitions`: shared with its siblings when `share` and there is more than one.
+    /// `partitions` (shared with its siblings when `share` and there is more than one),
+    /// and the zone pieces of that execution.
     pub(crate) fn source(
         &self,
         partitions: &[Vec<ZonedUnit>],
         partition: usize,
         share: bool,
-    ) -> UnitSource {
-        if !share || partitions.len() < 2 || partition >= partitions.len() {
-            let own = partitions.get(partition).cloned().unwrap_or_default();
-            return UnitSource::Own(own.into_iter());
+    ) -> (UnitSource, Arc<ZonePieces>) {
+        if partition >= partitions.len() {
+            return (UnitSource::Own(Vec::new().into_iter()), Arc::default());
         }
+        let share = share && partitions.len() > 1;
         let mut current = lock(&self.current);
-        let shared = match &*current {
+        let execution = match &*current {
             Some(s) if s.open(partition) => Arc::clone(s),
             _ => {
-                let s = Arc::new(SharedUnits::new(partitions));
+                let s = Arc::new(SharedUnits::new(partitions, share));
                 s.open(partition);
                 *current = Some(Arc::clone(&s));
                 s
             }
         };
-        UnitSource::Shared { shared, partition }
+        let pieces = Arc::clone(&execution.pieces);
+        let source = if share {
+            UnitSource::Shared {
+                shared: execution,
+                partition,
+            }
+        } else {
+            UnitSource::Own(partitions[partition].clone().into_iter())
+        };
+        (source, pieces)
     }
 }
 
@@ -173,8 +197,8 @@ mod tests {
     fn an_idle_partition_takes_the_siblings_last_units() {
         let plan = vec![units(0..6), units(6..8)];
         let ex = ExecutionUnits::default();
-        let mut a = ex.source(&plan, 0, true);
-        let mut b = ex.source(&plan, 1, true);
+        let mut a = ex.source(&plan, 0, true).0;
+        let mut b = ex.source(&plan, 1, true).0;
         let got_b: Vec<u64> = b.by_ref().take(4).map(|u| start(&u)).collect();
         // Its own two, then the back of partition 0's.
         assert_eq!(got_b, vec![6, 7, 5, 4]);
@@ -201,8 +225,8 @@ mod tests {
             vec![zoned(5, 3)],
         ];
         let ex = ExecutionUnits::default();
-        let mut a = ex.source(&plan, 0, true);
-        let mut b = ex.source(&plan, 1, true);
+        let mut a = ex.source(&plan, 0, true).0;
+        let mut b = ex.source(&plan, 1, true).0;
         assert_eq!(start(&a.next().unwrap()), 0);
         let got_b: Vec<u64> = b.by_ref().take(3).map(|u| start(&u)).collect();
         // Its own, then zone 2, then zone 1 in order.
@@ -219,8 +243,8 @@ mod tests {
         let plan = vec![units(0..3), units(3..5)];
         let ex = ExecutionUnits::default();
         for _ in 0..2 {
-            let mut all: Vec<u64> = ex.source(&plan, 0, true).map(|u| start(&u)).collect();
-            all.extend(ex.source(&plan, 1, true).map(|u| start(&u)));
+            let mut all: Vec<u64> = ex.source(&plan, 0, true).0.map(|u| start(&u)).collect();
+            all.extend(ex.source(&plan, 1, true).0.map(|u| start(&u)));
             all.sort_unstable();
             assert_eq!(all, vec![0, 1, 2, 3, 4]);
         }
@@ -230,9 +254,9 @@ mod tests {
     fn without_sharing_each_partition_reads_its_own() {
         let plan = vec![units(0..3), units(3..5)];
         let ex = ExecutionUnits::default();
-        let b: Vec<u64> = ex.source(&plan, 1, false).map(|u| start(&u)).collect();
+        let b: Vec<u64> = ex.source(&plan, 1, false).0.map(|u| start(&u)).collect();
         assert_eq!(b, vec![3, 4]);
-        let a: Vec<u64> = ex.source(&plan, 0, false).map(|u| start(&u)).collect();
+        let a: Vec<u64> = ex.source(&plan, 0, false).0.map(|u| start(&u)).collect();
         assert_eq!(a, vec![0, 1, 2]);
     }
 }

@@ -1031,3 +1031,52 @@ async fn top_k_over_path_columns_of_a_multi_file_table() {
         }
     }
 }
+
+/// Zones the plan splits between partitions (`geom-1d-big`: 10 chunks of 10,000 values
+/// read by 16 partitions) are pieced together within the execution: the next query takes
+/// its exact extrema from the zone maps, and a value filter outside them reads nothing.
+/// With or without work sharing between the partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zones_split_between_partitions_are_mapped() {
+    for share in [true, false] {
+        let mut config = SessionConfig::new()
+            .with_target_partitions(16)
+            .with_batch_size(1000);
+        config
+            .options_mut()
+            .execution
+            .enable_file_stream_work_stealing = share;
+        let ctx = SessionContext::new_with_config(config);
+        let base = env!("CARGO_MANIFEST_DIR");
+        ctx.register_blosc2(
+            "t",
+            &format!("{base}/tests/fixtures/b2nd/geom-1d-big.b2nd"),
+            Blosc2Options::default(),
+        )
+        .await
+        .unwrap();
+        let sql = "SELECT min(value) mn, max(value) mx FROM t";
+        let plan = explain(&ctx, sql).await;
+        // More partitions than chunks: some chunk (zone) is split.
+        let partitions: usize = plan
+            .split("Blosc2Exec: ")
+            .nth(1)
+            .and_then(|p| p.split(" partitions=").nth(1))
+            .and_then(|p| p.split(',').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{plan}"));
+        assert!(partitions > 10, "{plan}");
+        // value = 2 * flat index + 1 over 100,000.
+        let first = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        assert_eq!(two_ints(&first), (1, 199_999), "share={share}");
+        let plan = explain(&ctx, sql).await;
+        assert!(!plan.contains("Blosc2Exec"), "share={share}: {plan}");
+        let second = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        assert_eq!(two_ints(&second), (1, 199_999), "share={share}");
+        let plan = explain(&ctx, "SELECT dim_0 FROM t WHERE value > 199999").await;
+        assert!(
+            plan.contains("units=0") || !plan.contains("Blosc2Exec"),
+            "share={share}: {plan}"
+        );
+    }
+}
