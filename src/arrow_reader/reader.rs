@@ -99,6 +99,25 @@ fn cut(r: &Range<u64>, step: u64, out: &mut Vec<Range<u64>>) {
     }
 }
 
+/// Whether [`plan_units`] cuts `sel` of array `ds` chunk by chunk, into the units
+/// [`plan_zoned_units`] plans: a unit of `max_rows` rows is thinner than a chunk row of
+/// the selection.
+pub fn units_follow_chunks(ds: &Dataset, sel: &Selection, max_rows: u64) -> bool {
+    let Dataset::Array(a) = ds else {
+        return false;
+    };
+    let g = &a.geometry;
+    if g.ndim() == 0 {
+        return false;
+    }
+    let inner_rows: u64 = sel.dims[1..]
+        .iter()
+        .map(|v| v.iter().map(|r| r.end - r.start).sum::<u64>())
+        .product();
+    let step = (max_rows.max(1) / inner_rows.max(1)).max(1);
+    step < g.chunkshape[0]
+}
+
 /// Plans the scan units of `sel` over `ds`, each holding about `max_rows` rows or fewer
 /// (more only to keep a block whole). An array's units are whole chunk rows across the
 /// selection when such a row fits `max_rows`, else chunk by chunk as
@@ -111,12 +130,7 @@ pub fn plan_units(ds: &Dataset, sel: &Selection, max_rows: u64) -> Vec<ScanUnit>
             if g.ndim() == 0 {
                 return vec![ScanUnit::Box(Vec::new())];
             }
-            let inner_rows: u64 = sel.dims[1..]
-                .iter()
-                .map(|v| v.iter().map(|r| r.end - r.start).sum::<u64>())
-                .product();
-            let step = (max_rows / inner_rows.max(1)).max(1);
-            if step < g.chunkshape[0] {
+            if units_follow_chunks(ds, sel, max_rows) {
                 // Units thinner than a chunk would each fetch every chunk across the row
                 // (more than the recent-chunk cache holds) and decode their blocks again:
                 // go chunk by chunk instead.

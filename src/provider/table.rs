@@ -13,7 +13,7 @@ use super::prune::{
 };
 use super::pushdown;
 use super::text_filters::logical_text_matches;
-use crate::arrow_reader::reader::{Selection, plan_units};
+use crate::arrow_reader::reader::{Selection, plan_units, units_follow_chunks};
 use crate::arrow_reader::schema::dataset_schema;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units};
 use crate::dataset::Dataset;
@@ -314,8 +314,9 @@ impl Blosc2Table {
         };
         // Zone-aligned units when they can be pruned or feed the zone maps; an N-d array
         // scanned without a value filter keeps wider units (whole chunk rows) where they
-        // fit.
-        let zoned = predicate.is_some() || dims.len() <= 1;
+        // fit, and the zones of the units it cuts chunk by chunk otherwise.
+        let zoned =
+            predicate.is_some() || dims.len() <= 1 || units_follow_chunks(&self.ds, &sel, max_rows);
         let units = if zoned {
             plan_zoned_units(&self.ds, &sel, max_rows)
         } else {

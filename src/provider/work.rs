@@ -55,11 +55,10 @@ impl SharedUnits {
         !std::mem::replace(&mut opened[partition], true)
     }
 
-    /// The next unit for `partition`: the front of its own queue, else a zone taken whole
-    /// from the back of the sibling queue with the most units left; `None` when nothing
-    /// is left to take. A zone's units stay with one partition, so its zone map is still
-    /// learned: a queue whose units all lie in one zone (which its owner may be reading) is
-    /// left to its owner.
+    /// The next unit for `partition`: the front of its own queue, else the last zone of
+    /// the sibling queue with the most units left, taken whole, or its last unit when
+    /// that queue holds one zone (which its owner is reading: the zone's pieces meet in
+    /// [`ZonePieces`]); `None` when nothing is left to take.
     fn next(&self, partition: usize) -> Option<ZonedUnit> {
         loop {
             if let Some(u) = lock(&self.queues[partition]).pop_front() {
@@ -84,17 +83,14 @@ impl SharedUnits {
     }
 }
 
-/// The units of the last zone of `q`, removed from its back (last first); `None` when the
-/// queue is empty or all its units lie in one zone. Units outside zone planning
-/// (`zone_rows == 0`) go one at a time.
+/// The units of the last zone of `q`, removed from its back (last first); its last unit
+/// alone when all its units lie in one zone; `None` when the queue is empty. Units
+/// outside zone planning (`zone_rows == 0`) go one at a time.
 fn take_zone(q: &mut VecDeque<ZonedUnit>) -> Option<Vec<ZonedUnit>> {
     let back = q.back()?;
-    if back.zone_rows == 0 {
-        return q.pop_back().map(|u| vec![u]);
-    }
     let zone = back.zone;
-    if q.front().is_some_and(|f| f.zone == zone) {
-        return None;
+    if back.zone_rows == 0 || q.front().is_some_and(|f| f.zone == zone) {
+        return q.pop_back().map(|u| vec![u]);
     }
     let mut out = Vec::new();
     while q.back().is_some_and(|u| u.zone == zone) {
@@ -208,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn zones_are_taken_whole_and_a_zone_being_read_is_left() {
+    fn zones_are_taken_whole_and_a_zone_being_read_unit_by_unit() {
         let zoned = |r: u64, zone: u64| ZonedUnit {
             unit: ScanUnit::Rows(r..r + 1),
             zone,
@@ -232,9 +228,9 @@ mod tests {
         // Its own, then zone 2, then zone 1 in order.
         assert_eq!(got_b, vec![5, 4, 2]);
         assert_eq!(start(&b.next().unwrap()), 3);
-        // Zone 0, which partition 0 is reading, stays with it.
+        // Zone 0, which partition 0 is reading, is taken a unit at a time.
+        assert_eq!(start(&b.next().unwrap()), 1);
         assert!(b.next().is_none());
-        assert_eq!(start(&a.next().unwrap()), 1);
         assert!(a.next().is_none());
     }
 

@@ -429,11 +429,9 @@ async fn partitions_share_units_and_each_row_comes_once() {
             got.sort_unstable();
             assert!(got == want, "sharing {share}, run {run}: rows {rows:?}");
             if share {
-                // All but the zone (a 10,000-row chunk) each sibling was left reading.
-                assert!(
-                    rows[0] >= 80_000 && rows[1..].iter().all(|&r| r <= 10_000),
-                    "run {run}: {rows:?}"
-                );
+                // Everything: the siblings' zones whole, then, unit by unit, the zone
+                // each sibling was left holding.
+                assert!(rows == [100_000, 0, 0], "run {run}: {rows:?}");
             } else {
                 assert!(rows.iter().all(|&r| r > 0 && r < 100_000), "{rows:?}");
             }
