@@ -13,6 +13,7 @@
 //! Unknown statistics keep a unit, so pruning never changes results; the filters stay
 //! with DataFusion (reported Inexact).
 
+use super::aggregate::extremes as keyed;
 use crate::array::summary::ColumnSummary;
 use crate::array::table::Table;
 use crate::arrow_reader::reader::ScanUnit;
@@ -222,66 +223,32 @@ pub fn zone_map_extrema(
     out
 }
 
-/// [`extrema`] of a column with no null of a fixed-width number type, in one pass the
-/// compiler vectorizes (the general path takes three, through `Option`s); `None` for
-/// other types. Floats compare by their IEEE 754 total-order keys, as DataFusion's
-/// `min`/`max` do (`-0.0` below `0.0`); a NaN, whose key lies beyond ±inf's, leaves the
-/// zone unknown.
+/// [`extrema`] of a column of a type the fused aggregates fold
+/// ([`keyed::supported`]: numbers, dates, times, timestamps, durations), from the least
+/// and greatest order keys of its values ([`keyed::extremes`]: one vectorized pass with
+/// no null); `None` for other types. Floats rank by IEEE 754's total order, as
+/// DataFusion's `min`/`max` do (`-0.0` below `0.0`); a NaN ranks beyond ±inf, so a zone
+/// holding one has a NaN extremum, and is left unknown.
 #[allow(clippy::option_option)]
-fn dense_extrema(values: &ArrayRef) -> Option<Option<(ScalarValue, ScalarValue)>> {
-    use arrow::array::AsArray;
-    use arrow::datatypes::*;
-    fn ints<T: ArrowPrimitiveType>(values: &ArrayRef) -> (T::Native, T::Native)
-    where
-        T::Native: Ord,
-    {
-        let v = values.as_primitive::<T>().values();
-        let first = v[0];
-        v.iter()
-            .fold((first, first), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+fn keyed_extrema(values: &ArrayRef) -> Option<Option<(ScalarValue, ScalarValue)>> {
+    if !keyed::supported(values.data_type()) {
+        return None;
     }
-    macro_rules! int_extrema {
-        ($t:ty, $s:ident) => {{
-            let (lo, hi) = ints::<$t>(values);
-            (ScalarValue::$s(Some(lo)), ScalarValue::$s(Some(hi)))
-        }};
-    }
-    // Total-order key of a float's bits: negative values have their magnitude bits
-    // flipped, so that the keys compare as signed integers in `total_cmp`'s order.
-    macro_rules! float_extrema {
-        ($t:ty, $f:ty, $bits:ty, $ubits:ty, $s:ident) => {{
-            let v = values.as_primitive::<$t>().values();
-            let shift = <$bits>::BITS - 1;
-            let key = |x: $bits| x ^ ((((x >> shift) as $ubits) >> 1) as $bits);
-            let first = key(v[0].to_bits() as $bits);
-            let (lo, hi) = v.iter().fold((first, first), |(lo, hi), x| {
-                let k = key(x.to_bits() as $bits);
-                (lo.min(k), hi.max(k))
-            });
-            let inf = key(<$f>::INFINITY.to_bits() as $bits);
-            if hi > inf || lo < key(<$f>::NEG_INFINITY.to_bits() as $bits) {
-                return Some(None);
-            }
-            let back = |k: $bits| ScalarValue::$s(Some(<$f>::from_bits(key(k) as _)));
-            (back(lo), back(hi))
-        }};
-    }
-    if values.is_empty() {
+    let Some((lo, hi)) = keyed::extremes(values.as_ref()) else {
         return Some(None);
-    }
-    Some(Some(match values.data_type() {
-        DataType::Int8 => int_extrema!(Int8Type, Int8),
-        DataType::Int16 => int_extrema!(Int16Type, Int16),
-        DataType::Int32 => int_extrema!(Int32Type, Int32),
-        DataType::Int64 => int_extrema!(Int64Type, Int64),
-        DataType::UInt8 => int_extrema!(UInt8Type, UInt8),
-        DataType::UInt16 => int_extrema!(UInt16Type, UInt16),
-        DataType::UInt32 => int_extrema!(UInt32Type, UInt32),
-        DataType::UInt64 => int_extrema!(UInt64Type, UInt64),
-        DataType::Float32 => float_extrema!(Float32Type, f32, i32, u32, Float32),
-        DataType::Float64 => float_extrema!(Float64Type, f64, i64, u64, Float64),
-        _ => return None,
-    }))
+    };
+    let both = keyed::values_of(values.data_type(), [Some(lo), Some(hi)].into_iter()).ok()?;
+    let (lo, hi) = (
+        ScalarValue::try_from_array(&both, 0).ok()?,
+        ScalarValue::try_from_array(&both, 1).ok()?,
+    );
+    let nan = |v: &ScalarValue| match v {
+        ScalarValue::Float16(Some(x)) => x.is_nan(),
+        ScalarValue::Float32(Some(x)) => x.is_nan(),
+        ScalarValue::Float64(Some(x)) => x.is_nan(),
+        _ => false,
+    };
+    Some((!nan(&lo) && !nan(&hi)).then_some((lo, hi)))
 }
 
 /// The smaller minimum and the larger maximum of two extrema; `None` when they do not
@@ -316,10 +283,8 @@ fn extrema(values: &ArrayRef) -> Option<(ScalarValue, ScalarValue)> {
     if !orderable || values.null_count() == values.len() {
         return None;
     }
-    if values.null_count() == 0
-        && let Some(fast) = dense_extrema(values)
-    {
-        return fast;
+    if let Some(keyed) = keyed_extrema(values) {
+        return keyed;
     }
     general_extrema(values)
 }
@@ -688,7 +653,7 @@ mod tests {
     }
 
     #[test]
-    fn dense_extrema_match_datafusion_min_max() {
+    fn keyed_extrema_match_datafusion_min_max() {
         use arrow::array::{Float32Array, Float64Array, Int8Array, UInt64Array};
         let specials32 = [
             0.0f32,
@@ -746,9 +711,22 @@ mod tests {
             arrays.push(Arc::new(UInt64Array::from_iter_values(
                 (0..len).map(|_| next()),
             )));
+            // Nulls (Arrow's min/max kernels), and a temporal type.
+            let with_nulls: Vec<Option<f64>> = (0..len)
+                .map(|_| (next() % 3 != 0).then(|| pick64(next())))
+                .collect();
+            arrays.push(Arc::new(Float64Array::from(with_nulls)));
+            arrays.push(Arc::new(
+                arrow::array::TimestampMillisecondArray::from_iter_values(
+                    (0..len).map(|_| next() as i64 >> 20),
+                ),
+            ));
         }
         for a in &arrays {
-            let fast = dense_extrema(a).expect("a dense type");
+            if a.null_count() == a.len() {
+                continue; // `extrema` leaves all-null batches out before either path.
+            }
+            let fast = keyed_extrema(a).expect("a keyed type");
             let slow = general_extrema(a);
             // Compare bit for bit (-0.0 against 0.0).
             let bits = |m: &Option<(ScalarValue, ScalarValue)>| format!("{m:?}");

@@ -254,7 +254,7 @@ pub fn results(
 
 /// The array of type `t` (a [`supported`] one) holding the values whose order keys are
 /// `keys` (`None`: null).
-fn values_of(t: &DataType, keys: impl Iterator<Item = Option<i64>>) -> Result<ArrayRef> {
+pub(crate) fn values_of(t: &DataType, keys: impl Iterator<Item = Option<i64>>) -> Result<ArrayRef> {
     let out: ArrayRef = match t {
         DataType::Float64 => Arc::new(Float64Array::from_iter(keys.map(|k| k.map(f64_of_key)))),
         DataType::Float32 => Arc::new(Float32Array::from_iter(keys.map(|k| k.map(f32_of_key)))),

@@ -19,7 +19,7 @@
 //! `FILTER`, other functions, decimals, casts that are not widenings, a group limit)
 //! keeps DataFusion's plan.
 
-mod extremes;
+pub(crate) mod extremes;
 mod fold;
 mod grouped;
 
