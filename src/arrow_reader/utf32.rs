@@ -242,12 +242,7 @@ mod tests {
     #[test]
     fn values_equal_the_definition() {
         let mut seed = 11u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = move || crate::chunk::xorshift(&mut seed);
         let pool: [u32; 12] = [
             0,
             0x41,

@@ -675,12 +675,7 @@ mod tests {
             5e-324,
         ];
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = move || crate::chunk::xorshift(&mut seed);
         let mut arrays: Vec<ArrayRef> = Vec::new();
         for len in [1usize, 2, 7, 64, 1000] {
             let pick32 = |r: u64| specials32[r as usize % specials32.len()];
