@@ -219,8 +219,15 @@ async fn random_sql_matches_datafusion_over_parquet() {
     for (i, case) in manifest.iter().enumerate() {
         let path = dir.path().join(&case.path);
         let location = path.to_str().unwrap();
-        // 1 to 4 partitions: units split between partitions in every way.
-        let config = || SessionConfig::new().with_target_partitions(1 + i % 4);
+        // 1 to 4 partitions: units split between partitions in every way. Batches of 37
+        // or 100 rows for some tables: smaller units, so that N-d scans go chunk by
+        // chunk (zoned) and zones split between partitions.
+        let batch = [8192, 100, 8192, 37, 8192][i % 5];
+        let config = || {
+            SessionConfig::new()
+                .with_target_partitions(1 + i % 4)
+                .with_batch_size(batch)
+        };
         let ctx = SessionContext::new_with_config(config());
         ctx.enable_blosc2();
         ctx.register_blosc2("t", location, Blosc2Options::default())
