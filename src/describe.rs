@@ -1,6 +1,6 @@
 //! What `b2sql inspect` shows: a JSON description of a dataset's container and layout.
 
-use crate::array::batch_array::BatchArray;
+use crate::array::batch_array::{BatchArray, Serializer};
 use crate::array::column_spec::NullDecl;
 use crate::array::ndarray::{ArrayKind, ChunkSource, NdArray};
 use crate::array::table::{ColumnStorage, NullRule, Table};
@@ -89,7 +89,7 @@ fn table_json(t: &Table) -> Value {
                     ColumnStorage::Fixed(a) => array_json(a),
                     ColumnStorage::Utf8 { offsets, data } => json!({"offsets": array_json(offsets), "data": array_json(data)}),
                     ColumnStorage::Var { items, kind } => batch_array_json(items, format!("{kind:?}").to_lowercase()),
-                    ColumnStorage::Items { items, item } => batch_array_json(items, format!("msgpack {item:?}")),
+                    ColumnStorage::Items { items, item } => batch_array_json(items, match items.serializer() { Serializer::Msgpack => format!("msgpack {item:?}"), Serializer::ArrowIpc { .. } => format!("Arrow IPC {item:?}") }),
                     ColumnStorage::Dictionary { codes, values, null_code } => json!({"codes": array_json(codes), "values": values.len(), "null_code": null_code}),
                 };
                 json!({

@@ -9,6 +9,12 @@
 //!
 //! CTables store `vlstring` and `vlbytes` columns this way (`nil` for a null row), and the
 //! distinct values of a `dictionary` column.
+//!
+//! With the Arrow serializer (`serializer="arrow"`: list columns of
+//! `CTable.from_arrow(..., list_serializer="arrow")`, ListArrays made so) each block is an
+//! Arrow IPC stream of one column holding `items_per_block` items (the batch's last block
+//! fewer). This layer hands those streams out as bytes ([`BatchArray::read_streams`]);
+//! decoding them is Arrow's business (`arrow_reader::ipc_items`).
 
 use super::ndarray::ReadStats;
 use crate::container::frame::Frame;
@@ -90,10 +96,41 @@ impl VarValues {
     }
 }
 
+/// How a BatchArray's blocks are serialized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Serializer {
+    /// Each block is a msgpack array of items.
+    Msgpack,
+    /// Each block is an Arrow IPC stream of one column, of `items_per_block` items.
+    ArrowIpc {
+        /// Items in every block of a batch but its last.
+        items_per_block: u64,
+        /// The metalayer's encapsulated IPC schema message, if it has one.
+        schema: Option<Vec<u8>>,
+    },
+}
+
+/// One block of an Arrow-serialized BatchArray: an IPC stream, and which of its items
+/// are wanted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamBlock {
+    /// The block's bytes: one Arrow IPC stream.
+    pub bytes: Vec<u8>,
+    /// The number of items the stream must hold.
+    pub items: u64,
+    /// The wanted items, as indices into the stream's.
+    pub want: Range<u64>,
+    /// Where the block is, for errors: batch (chunk) and block index.
+    pub batch: u64,
+    /// Block index within the batch.
+    pub block: usize,
+}
+
 /// An opened BatchArray.
 #[derive(Debug, Clone)]
 pub struct BatchArray {
     frame: Frame,
+    serializer: Serializer,
     /// An ObjectArray: each chunk is one msgpack item, not arrays of them.
     one_per_chunk: bool,
     /// First item of each batch, then the item count: `nchunks + 1` entries.
@@ -107,13 +144,14 @@ impl BatchArray {
         self.frame.heap_bytes() + self.starts.len() * 8
     }
 
-    /// Reads the BatchArray layers of `frame`: the `batcharray` metalayer (msgpack
-    /// serializer only) and the batch lengths, which must be one per chunk (counted by
-    /// decoding every batch when an old writer left them out).
+    /// Reads the BatchArray layers of `frame`: the `batcharray` metalayer (its serializer,
+    /// and for Arrow IPC the items per block) and the batch lengths, which must be one per
+    /// chunk (counted by decoding every msgpack batch when an old writer left them out).
     ///
     /// # Errors
-    /// A frame without the metalayer, the Arrow IPC serializer (named), batch lengths
-    /// that are not one non-negative count per chunk, and decoding errors.
+    /// A frame without the metalayer, another serializer (named), an Arrow one without a
+    /// positive `items_per_block` or without batch lengths, batch lengths that are not one
+    /// non-negative count per chunk, and decoding errors.
     pub async fn open(frame: Frame) -> Result<BatchArray> {
         let path = frame.display().to_string();
         let bad = |what: String| Error::corrupt(&path, "BatchArray", what);
@@ -124,15 +162,32 @@ impl BatchArray {
             .ok_or_else(|| bad("no \"batcharray\" or \"vlarray\" metalayer".into()))?;
         let (meta, _) = msgpack::parse(&layer.content)
             .map_err(|e| bad(format!("{:?} metalayer: {e}", layer.name)))?;
-        match meta.get("serializer").and_then(MsgValue::as_str) {
-            Some("msgpack") | None => {}
+        let serializer = match meta.get("serializer").and_then(MsgValue::as_str) {
+            Some("msgpack") | None => Serializer::Msgpack,
+            Some("arrow") if !one_per_chunk => {
+                let items_per_block = meta
+                    .get("items_per_block")
+                    .and_then(MsgValue::as_i64)
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| {
+                        bad("an Arrow BatchArray without a positive items_per_block".into())
+                    })? as u64;
+                let schema = match meta.get("arrow_schema") {
+                    Some(MsgValue::Bin(b)) => Some(b.clone()),
+                    _ => None,
+                };
+                Serializer::ArrowIpc {
+                    items_per_block,
+                    schema,
+                }
+            }
             Some(other) => {
                 return Err(Error::unsupported(
                     &path,
-                    format!("BatchArray serializer {other:?} (only msgpack batches are read)"),
+                    format!("BatchArray serializer {other:?} (msgpack and arrow are read)"),
                 ));
             }
-        }
+        };
         let lengths: Option<Vec<u64>> = match frame.vlmeta_value("_batch_array_metadata") {
             _ if one_per_chunk => Some(vec![1; frame.nchunks() as usize]),
             Some(m) => {
@@ -156,10 +211,16 @@ impl BatchArray {
                 }
                 Some(l)
             }
+            None if serializer != Serializer::Msgpack => {
+                return Err(bad(
+                    "an Arrow BatchArray without _batch_array_metadata batch lengths".into(),
+                ));
+            }
             None => None,
         };
         let mut arr = BatchArray {
             frame,
+            serializer,
             one_per_chunk,
             starts: Vec::new(),
         };
@@ -193,6 +254,11 @@ impl BatchArray {
             arr.starts.push(at);
         }
         Ok(arr)
+    }
+
+    /// How its blocks are serialized.
+    pub fn serializer(&self) -> &Serializer {
+        &self.serializer
     }
 
     /// How errors name the array.
@@ -304,24 +370,13 @@ impl BatchArray {
         stats: &mut ReadStats,
         mut on: impl FnMut(u64, usize, Item) -> Result<()>,
     ) -> Result<()> {
-        if rows.end > self.len() || rows.start > rows.end {
+        if self.serializer != Serializer::Msgpack {
             return Err(Error::InvalidArgument(format!(
-                "{}: items {rows:?} out of 0..{}",
-                self.display(),
-                self.len()
+                "{}: Arrow IPC batches are read as streams, not msgpack items",
+                self.display()
             )));
         }
-        if rows.is_empty() {
-            return Ok(());
-        }
-        // Batches overlapping `rows`: the last whose start is <= rows.start, through the
-        // last that starts before rows.end; empty batches are left out.
-        let first = self.starts.partition_point(|&s| s <= rows.start) - 1;
-        let end = self.starts.partition_point(|&s| s < rows.end);
-        let batches: Vec<u64> = (first..end.min(self.nbatches() as usize))
-            .filter(|&b| self.starts[b] < self.starts[b + 1])
-            .map(|b| b as u64)
-            .collect();
+        let batches = self.batches_of(&rows)?;
         let raws = self.frame.fetch_chunks(&batches).await?;
         for (&b, raw) in batches.iter().zip(&raws) {
             stats.chunks_read += 1;
@@ -348,6 +403,105 @@ impl BatchArray {
             }
         }
         Ok(())
+    }
+
+    /// The blocks of an Arrow-serialized BatchArray that hold `rows`, each an IPC stream
+    /// with the range of its items that `rows` wants; blocks that hold none are left
+    /// out. The item counts come from `items_per_block` and the batch lengths: the
+    /// caller checks each stream holds that many.
+    ///
+    /// # Errors
+    /// A msgpack BatchArray, rows past the end, IO and decoding errors, and a batch whose
+    /// VL-block count does not fit its length and `items_per_block` (naming the batch).
+    pub async fn read_streams(
+        &self,
+        rows: Range<u64>,
+        stats: &mut ReadStats,
+    ) -> Result<Vec<StreamBlock>> {
+        let Serializer::ArrowIpc {
+            items_per_block: per,
+            ..
+        } = self.serializer
+        else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: msgpack batches are read as items, not streams",
+                self.display()
+            )));
+        };
+        let batches = self.batches_of(&rows)?;
+        let raws = self.frame.fetch_chunks(&batches).await?;
+        let mut out = Vec::new();
+        for (&b, raw) in batches.iter().zip(&raws) {
+            stats.chunks_read += 1;
+            let crate::container::RawChunk::Stored(stored) = raw else {
+                return Err(self.batch_error(
+                    b,
+                    Error::InvalidArgument("a special-value chunk, not VL blocks".into()),
+                ));
+            };
+            stats.bytes_fetched += stored.len() as u64;
+            let bytes = self.frame.decode(b, raw)?;
+            let sizes = crate::chunk::Chunk::parse(stored)
+                .and_then(|c| c.vl_block_sizes())
+                .map_err(|e| Error::chunk(e, self.display(), b, 0))?
+                .ok_or_else(|| {
+                    self.batch_error(b, Error::InvalidArgument("not a VL-block chunk".into()))
+                })?;
+            let (lo, hi) = (self.starts[b as usize], self.starts[b as usize + 1]);
+            let n = hi - lo;
+            if sizes.len() as u64 != n.div_ceil(per) {
+                return Err(self.batch_error(
+                    b,
+                    Error::InvalidArgument(format!(
+                        "{} blocks for {n} items of {per} per block",
+                        sizes.len()
+                    )),
+                ));
+            }
+            let want = rows.start.max(lo) - lo..rows.end.min(hi) - lo;
+            let mut at = 0usize;
+            for (k, &size) in sizes.iter().enumerate() {
+                let first = k as u64 * per;
+                let items = per.min(n - first);
+                let span = first..first + items;
+                let (a, z) = (want.start.max(span.start), want.end.min(span.end));
+                // `decode` checked that the sizes add up to the decoded bytes.
+                let block = &bytes[at..at + size];
+                at += size;
+                if a < z {
+                    out.push(StreamBlock {
+                        bytes: block.to_vec(),
+                        items,
+                        want: a - first..z - first,
+                        batch: b,
+                        block: k,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The non-empty batches overlapping `rows`, after checking `rows` is in range.
+    fn batches_of(&self, rows: &Range<u64>) -> Result<Vec<u64>> {
+        if rows.end > self.len() || rows.start > rows.end {
+            return Err(Error::InvalidArgument(format!(
+                "{}: items {rows:?} out of 0..{}",
+                self.display(),
+                self.len()
+            )));
+        }
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Batches overlapping `rows`: the last whose start is <= rows.start, through the
+        // last that starts before rows.end; empty batches are left out.
+        let first = self.starts.partition_point(|&s| s <= rows.start) - 1;
+        let end = self.starts.partition_point(|&s| s < rows.end);
+        Ok((first..end.min(self.nbatches() as usize))
+            .filter(|&b| self.starts[b] < self.starts[b + 1])
+            .map(|b| b as u64)
+            .collect())
     }
 
     fn batch_error(&self, b: u64, e: Error) -> Error {

@@ -4,7 +4,7 @@
 //! Column rows are dimension 0 of each column array; only the first `physical_rows` rows
 //! count, and a CTable row is live iff `_valid_rows[row]`.
 
-use super::batch_array::{BatchArray, ItemKind, VarValues};
+use super::batch_array::{BatchArray, ItemKind, Serializer, StreamBlock, VarValues};
 use super::column_spec::{ColumnSpec, open_ctable_column};
 use super::computed::ComputedColumn;
 use super::dtype::DType;
@@ -198,6 +198,8 @@ pub enum ColumnData {
     Var(VarValues),
     /// BatchArray items as msgpack values.
     Values(Vec<MsgValue>),
+    /// BatchArray blocks serialized as Arrow IPC streams, and the items wanted of each.
+    Streams(Vec<StreamBlock>),
 }
 
 /// A table over column arrays.
@@ -440,6 +442,13 @@ impl Table {
             o.remove("_batch_array_metadata");
         }
         let items = BatchArray::open(frame).await?;
+        if list_item.is_none() && *items.serializer() != Serializer::Msgpack {
+            return Err(Error::unsupported(
+                &path,
+                "a BatchArray of Arrow batches with no declared item type (ListArrays and \
+                 CTable list columns stored as Arrow are read)",
+            ));
+        }
         let rows = items.len();
         let batch_rows = items.batch_len(0).unwrap_or(0);
         let (kind, storage) = match (list_item, py_type.as_deref()) {
@@ -762,9 +771,14 @@ impl Table {
             ColumnStorage::Var { items, kind } => {
                 Ok(ColumnData::Var(items.read(rows, *kind, stats).await?))
             }
-            ColumnStorage::Items { items, .. } => {
-                Ok(ColumnData::Values(items.read_values(rows, stats).await?))
-            }
+            ColumnStorage::Items { items, .. } => match items.serializer() {
+                Serializer::Msgpack => {
+                    Ok(ColumnData::Values(items.read_values(rows, stats).await?))
+                }
+                Serializer::ArrowIpc { .. } => {
+                    Ok(ColumnData::Streams(items.read_streams(rows, stats).await?))
+                }
+            },
             ColumnStorage::Dictionary { codes, .. } => {
                 Ok(ColumnData::Fixed(read_1d(codes, rows, stats).await?))
             }

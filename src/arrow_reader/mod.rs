@@ -2,6 +2,7 @@
 //! plus a selection into record batches. No DataFusion.
 
 pub mod convert;
+pub mod ipc_items;
 pub mod msgpack_arrow;
 pub mod pool;
 pub mod reader;

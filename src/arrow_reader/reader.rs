@@ -7,7 +7,8 @@
 use super::convert::{
     direct_primitive, fixed_list, primitive_from_buffer, subarray_items, to_arrow,
 };
-use super::msgpack_arrow::values_array;
+use super::ipc_items;
+use super::msgpack_arrow::{self, values_array};
 use super::pool::BufferPool;
 use super::schema::dataset_schema;
 use super::text_match::TextMatch;
@@ -579,6 +580,18 @@ impl BatchReader {
                     unreachable!("items come from BatchArray columns")
                 };
                 items_array(*kind, v, &what)?
+            }
+            ColumnData::Streams(blocks) => {
+                let ColumnStorage::Items { item, .. } = &c.storage else {
+                    unreachable!("streams come from BatchArray columns")
+                };
+                ipc_items::blocks_array(blocks, &msgpack_arrow::arrow_type(item)).map_err(|e| {
+                    Error::corrupt(
+                        t.display(),
+                        "Arrow column",
+                        format!("column {:?}: {e}", c.name),
+                    )
+                })?
             }
             ColumnData::Values(v) => {
                 let ColumnStorage::Items { item, .. } = &c.storage else {

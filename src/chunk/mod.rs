@@ -407,6 +407,33 @@ impl<'a> Chunk<'a> {
         self.header.nblocks()
     }
 
+    /// The decoded size of each block of a VL-block chunk, in order; `None` for a chunk
+    /// of fixed-size blocks. Each size is read from its block's prefix and checked to be
+    /// positive; [`Chunk::decode`] checks that they add up to `nbytes`.
+    ///
+    /// # Errors
+    /// A block start or size prefix outside the chunk, or a size that is not positive.
+    pub fn vl_block_sizes(&self) -> ChunkResult<Option<Vec<usize>>> {
+        if !self.header.is_vl_blocks() {
+            return Ok(None);
+        }
+        let n = self.header.nblocks();
+        let mut sizes = Vec::with_capacity(n.min(self.buf.len() / 4));
+        for j in 0..n {
+            let start = self.block_start(j)?;
+            let size = read_i32(self.buf, start, "VL block size")?;
+            if size <= 0 {
+                return Err(ChunkError::BadBlock {
+                    block: j,
+                    at: start,
+                    why: format!("VL block size {size}"),
+                });
+            }
+            sizes.push(size as usize);
+        }
+        Ok(Some(sizes))
+    }
+
     /// True when decoding any block needs block 0 first (DELTA in the pipeline).
     pub fn needs_reference_block(&self) -> bool {
         self.header.has_delta()
