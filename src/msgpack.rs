@@ -149,6 +149,62 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The number of bytes the value at the start of `buf` takes, found without building it
+/// (iteratively: any nesting depth).
+///
+/// # Errors
+/// Truncated input, invalid markers.
+pub fn skip(buf: &[u8]) -> Result<usize, String> {
+    let mut r = Reader { buf, pos: 0 };
+    // Values still to skip; each takes at least one byte, so more than the bytes left
+    // is truncated input.
+    let mut pending: u64 = 1;
+    while pending > 0 {
+        pending -= 1;
+        let m = r.take(1)?[0];
+        let (values, bytes): (u64, u64) = match m {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
+            0x80..=0x8f => (2 * (m & 0x0f) as u64, 0),
+            0x90..=0x9f => ((m & 0x0f) as u64, 0),
+            0xa0..=0xbf => (0, (m & 0x1f) as u64),
+            0xc4..=0xc6 => (0, r.be(1 << (m - 0xc4))?),
+            0xc7..=0xc9 => (0, r.be(1 << (m - 0xc7))? + 1),
+            0xca => (0, 4),
+            0xcb => (0, 8),
+            0xcc..=0xcf => (0, 1 << (m - 0xcc)),
+            0xd0..=0xd3 => (0, 1 << (m - 0xd0)),
+            0xd4..=0xd8 => (0, 1 + (1 << (m - 0xd4))),
+            0xd9..=0xdb => (0, r.be(1 << (m - 0xd9))?),
+            0xdc => (r.be(2)?, 0),
+            0xdd => (r.be(4)?, 0),
+            0xde => (2 * r.be(2)?, 0),
+            0xdf => (2 * r.be(4)?, 0),
+            0xc1 => {
+                return Err(format!(
+                    "msgpack: invalid marker 0xc1 at offset {}",
+                    r.pos - 1
+                ));
+            }
+        };
+        let left = (r.buf.len() - r.pos) as u64;
+        if bytes > left {
+            return Err(format!(
+                "msgpack: {bytes} bytes needed at offset {}, {left} left",
+                r.pos
+            ));
+        }
+        r.pos += bytes as usize;
+        pending += values;
+        if pending > left {
+            return Err(format!(
+                "msgpack: {pending} values pending at offset {} with {left} bytes left",
+                r.pos
+            ));
+        }
+    }
+    Ok(r.pos)
+}
+
 /// Parses one value at the start of `buf`; returns it and the number of bytes used.
 ///
 /// # Errors
@@ -256,6 +312,37 @@ mod tests {
             parse(&c).unwrap().0.to_json(),
             json!({"real": 1.0, "imag": 2.0})
         );
+    }
+
+    #[test]
+    fn skip_takes_the_bytes_parse_takes() {
+        // One value of every marker family, nested: map, array16, str8, bin8, ext8,
+        // fixext, float32/64, uint/int of every width, nil, bools, negative fixint.
+        let mut b = vec![0x83, 0xa1, b'k', 0xdc, 0, 12];
+        b.extend([
+            0xd9, 3, b'a', b'b', b'c', 0xc4, 2, 1, 2, 0xc7, 1, 5, 9, 0xd5, 1, 2, 3,
+        ]);
+        b.extend([0xca, 0, 0, 0x80, 0x3f, 0xcb, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f]);
+        b.extend([0xcd, 1, 0, 0xd3, 0, 0, 0, 0, 0, 0, 0, 1, 0xc0, 0xc3, 0xff]);
+        b.extend([0x91, 0x80, 0xa0, 0xde, 0, 1, 0x01, 0x90, 0x02, 0xc2]);
+        let (_, used) = parse(&b).unwrap();
+        assert_eq!(used, b.len());
+        assert_eq!(skip(&b), Ok(b.len()));
+        // Followed by other bytes, it stops at the value's end.
+        let mut more = b.clone();
+        more.extend([0x01, 0x02]);
+        assert_eq!(skip(&more), Ok(b.len()));
+        // Cut anywhere, it is an error, as for parse.
+        for cut in 0..b.len() {
+            assert!(skip(&b[..cut]).is_err(), "cut at {cut}");
+            assert!(parse(&b[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(skip(&[0xc1]).is_err());
+        // Huge declared counts fail at once, whatever the nesting.
+        assert!(skip(&[0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0]).is_err());
+        assert!(skip(&[0xdf, 0xff, 0xff, 0xff, 0xff]).is_err());
+        let deep = vec![0x91; 10_000];
+        assert!(skip(&deep).is_err());
     }
 
     #[test]

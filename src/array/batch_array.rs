@@ -17,10 +17,13 @@
 //! decoding them is Arrow's business (`arrow_reader::ipc_items`).
 
 use super::ndarray::ReadStats;
+use crate::container::RawChunk;
 use crate::container::frame::Frame;
 use crate::error::{Error, Result};
 use crate::msgpack::{self, MsgValue};
+use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 /// What every item of a BatchArray must be (or `nil`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,11 +129,55 @@ pub struct StreamBlock {
     pub block: usize,
 }
 
+/// A decoded batch: its bytes, and for an Arrow BatchArray each VL block's size.
+#[derive(Debug)]
+struct DecodedBatch {
+    bytes: Vec<u8>,
+    blocks: Vec<usize>,
+}
+
+/// The last few batches reads decoded, shared by an array's clones: a table's scan
+/// units are often smaller than a batch (a CTable's units follow its fixed-width
+/// columns' blocks, python-blosc2 flushes list and text columns every 2,048 rows), and
+/// without these each unit decoded its whole batch again.
+#[derive(Debug, Clone, Default)]
+struct RecentBatches(Arc<Mutex<Kept>>);
+
+/// Batch index and decoded batch, oldest first.
+type Kept = VecDeque<(u64, Arc<DecodedBatch>)>;
+
+impl RecentBatches {
+    const CAPACITY: usize = 4;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn get(&self, b: u64) -> Option<Arc<DecodedBatch>> {
+        self.lock()
+            .iter()
+            .find(|(k, _)| *k == b)
+            .map(|(_, d)| d.clone())
+    }
+
+    fn put(&self, b: u64, d: &Arc<DecodedBatch>) {
+        let mut q = self.lock();
+        if q.iter().any(|(k, _)| *k == b) {
+            return;
+        }
+        if q.len() == Self::CAPACITY {
+            q.pop_front();
+        }
+        q.push_back((b, d.clone()));
+    }
+}
+
 /// An opened BatchArray.
 #[derive(Debug, Clone)]
 pub struct BatchArray {
     frame: Frame,
     serializer: Serializer,
+    recent: RecentBatches,
     /// An ObjectArray: each chunk is one msgpack item, not arrays of them.
     one_per_chunk: bool,
     /// First item of each batch, then the item count: `nchunks + 1` entries.
@@ -221,6 +268,7 @@ impl BatchArray {
         let mut arr = BatchArray {
             frame,
             serializer,
+            recent: RecentBatches::default(),
             one_per_chunk,
             starts: Vec::new(),
         };
@@ -377,19 +425,15 @@ impl BatchArray {
             )));
         }
         let batches = self.batches_of(&rows)?;
-        let raws = self.frame.fetch_chunks(&batches).await?;
-        for (&b, raw) in batches.iter().zip(&raws) {
-            stats.chunks_read += 1;
-            if let crate::container::RawChunk::Stored(bytes) = raw {
-                stats.bytes_fetched += bytes.len() as u64;
-            }
-            let bytes = self.frame.decode(b, raw)?;
+        let decoded = self.decoded(&batches, stats).await?;
+        for (&b, batch) in batches.iter().zip(&decoded) {
+            let bytes = &batch.bytes;
             let (lo, hi) = (self.starts[b as usize], self.starts[b as usize + 1]);
             let want = rows.start.max(lo) - lo..rows.end.min(hi) - lo;
             let n = if self.one_per_chunk {
-                scan_single(&bytes, want, &mut on)
+                scan_single(bytes, want, &mut on)
             } else {
-                scan_batch(&bytes, want, &mut on)
+                scan_batch(bytes, want, &mut on)
             }
             .map_err(|e| self.batch_error(b, e))?;
             if n != hi - lo {
@@ -429,24 +473,10 @@ impl BatchArray {
             )));
         };
         let batches = self.batches_of(&rows)?;
-        let raws = self.frame.fetch_chunks(&batches).await?;
+        let decoded = self.decoded(&batches, stats).await?;
         let mut out = Vec::new();
-        for (&b, raw) in batches.iter().zip(&raws) {
-            stats.chunks_read += 1;
-            let crate::container::RawChunk::Stored(stored) = raw else {
-                return Err(self.batch_error(
-                    b,
-                    Error::InvalidArgument("a special-value chunk, not VL blocks".into()),
-                ));
-            };
-            stats.bytes_fetched += stored.len() as u64;
-            let bytes = self.frame.decode(b, raw)?;
-            let sizes = crate::chunk::Chunk::parse(stored)
-                .and_then(|c| c.vl_block_sizes())
-                .map_err(|e| Error::chunk(e, self.display(), b, 0))?
-                .ok_or_else(|| {
-                    self.batch_error(b, Error::InvalidArgument("not a VL-block chunk".into()))
-                })?;
+        for (&b, batch) in batches.iter().zip(&decoded) {
+            let (bytes, sizes) = (&batch.bytes, &batch.blocks);
             let (lo, hi) = (self.starts[b as usize], self.starts[b as usize + 1]);
             let n = hi - lo;
             if sizes.len() as u64 != n.div_ceil(per) {
@@ -480,6 +510,70 @@ impl BatchArray {
             }
         }
         Ok(out)
+    }
+
+    /// Batches `batches` decoded, from the recent ones or fetched (the missing ones in
+    /// one request) and decoded now; for an Arrow BatchArray with their block sizes.
+    async fn decoded(
+        &self,
+        batches: &[u64],
+        stats: &mut ReadStats,
+    ) -> Result<Vec<Arc<DecodedBatch>>> {
+        let mut out: Vec<Option<Arc<DecodedBatch>>> =
+            batches.iter().map(|&b| self.recent.get(b)).collect();
+        let missing: Vec<u64> = batches
+            .iter()
+            .zip(&out)
+            .filter(|(_, d)| d.is_none())
+            .map(|(&b, _)| b)
+            .collect();
+        let raws = self.frame.fetch_chunks(&missing).await?;
+        let mut fetched = missing.iter().zip(raws);
+        for slot in out.iter_mut().filter(|d| d.is_none()) {
+            let (&b, raw) = fetched.next().expect("one fetched batch per missing one");
+            stats.chunks_read += 1;
+            if let RawChunk::Stored(stored) = &raw {
+                stats.bytes_fetched += stored.len() as u64;
+            }
+            let bytes = self.frame.decode(b, &raw)?;
+            let blocks = match (&self.serializer, &raw) {
+                (Serializer::Msgpack, _) => Vec::new(),
+                (Serializer::ArrowIpc { .. }, RawChunk::Stored(stored)) => {
+                    crate::chunk::Chunk::parse(stored)
+                        .and_then(|c| c.vl_block_sizes())
+                        .map_err(|e| Error::chunk(e, self.display(), b, 0))?
+                        .ok_or_else(|| {
+                            self.batch_error(
+                                b,
+                                Error::InvalidArgument("not a VL-block chunk".into()),
+                            )
+                        })?
+                }
+                (Serializer::ArrowIpc { .. }, RawChunk::Special { .. }) => {
+                    return Err(self.batch_error(
+                        b,
+                        Error::InvalidArgument("a special-value chunk, not VL blocks".into()),
+                    ));
+                }
+            };
+            let d = Arc::new(DecodedBatch { bytes, blocks });
+            self.recent.put(b, &d);
+            *slot = Some(d);
+        }
+        Ok(out
+            .into_iter()
+            .map(|d| d.expect("every batch decoded"))
+            .collect())
+    }
+
+    /// The decoded bytes of the batches recent reads keep.
+    pub fn kept_bytes(&self) -> usize {
+        self.recent.lock().iter().map(|(_, d)| d.bytes.len()).sum()
+    }
+
+    /// Drops the batches recent reads keep.
+    pub fn release_kept(&self) {
+        self.recent.lock().clear();
     }
 
     /// The non-empty batches overlapping `rows`, after checking `rows` is in range.
@@ -526,9 +620,11 @@ fn scan_batch<'a>(
         let n = r.array_len()?;
         for _ in 0..n {
             let at = r.pos;
-            let item = r.item()?;
             if want.contains(&index) {
+                let item = r.item()?;
                 on(index, at, item)?;
+            } else {
+                r.skip()?;
             }
             index += 1;
         }
@@ -684,6 +780,25 @@ impl<'a> ItemReader<'a> {
             }
             _ => self.other(m)?,
         })
+    }
+
+    /// Moves past the item that starts here without building it.
+    #[inline(always)]
+    fn skip(&mut self) -> Result<()> {
+        let m = *self.bytes.get(self.pos).ok_or_else(|| self.short(1))?;
+        match m {
+            0xc0 => self.pos += 1,
+            0xa0..=0xbf => {
+                self.pos += 1;
+                self.take((m & 0x1f) as usize)?;
+            }
+            _ => {
+                let used = msgpack::skip(&self.bytes[self.pos..])
+                    .map_err(|e| Error::InvalidArgument(format!("byte {}: {e}", self.pos)))?;
+                self.pos += used;
+            }
+        }
+        Ok(())
     }
 
     /// Any other value, parsed whole (rare in text and bytes columns).

@@ -281,14 +281,30 @@ impl Table {
         columns.chain(self.valid.iter())
     }
 
-    /// The compressed bytes of the chunks its columns' recent reads keep.
-    pub fn kept_chunk_bytes(&self) -> usize {
-        self.open_arrays().map(NdArray::kept_chunk_bytes).sum()
+    /// The BatchArrays of the columns opened so far.
+    fn open_batch_arrays(&self) -> impl Iterator<Item = &BatchArray> {
+        self.opened_columns().filter_map(|(_, c)| match &c.storage {
+            ColumnStorage::Var { items, .. } | ColumnStorage::Items { items, .. } => Some(items),
+            _ => None,
+        })
     }
 
-    /// Drops the chunks its columns' recent reads keep.
+    /// The bytes its columns' recent reads keep: compressed chunks of arrays, decoded
+    /// batches of BatchArrays.
+    pub fn kept_chunk_bytes(&self) -> usize {
+        self.open_arrays()
+            .map(NdArray::kept_chunk_bytes)
+            .sum::<usize>()
+            + self
+                .open_batch_arrays()
+                .map(BatchArray::kept_bytes)
+                .sum::<usize>()
+    }
+
+    /// Drops the chunks (and decoded batches) its columns' recent reads keep.
     pub fn release_kept_chunks(&self) {
         self.open_arrays().for_each(NdArray::release_kept_chunks);
+        self.open_batch_arrays().for_each(BatchArray::release_kept);
     }
 
     /// An estimate of the heap memory the table holds: its metadata, the columns opened

@@ -90,7 +90,7 @@ pub fn check_stream(bytes: &[u8]) -> Result<(), IpcError> {
             why: format!("message header: {e}"),
         })?;
         pos += len;
-        if pos % 8 != 0 {
+        if !pos.is_multiple_of(8) {
             return refuse(
                 at,
                 format!("a message body at byte {pos}, not 8-byte aligned"),
@@ -362,13 +362,13 @@ impl BufferWalk {
     /// The next buffer, which must hold whole `unit`-byte values and at least `need`
     /// bytes; `None` when the batch has no more buffers.
     fn take(&mut self, unit: usize, need: usize) -> Result<(), String> {
-        if let Some(&len) = self.lengths.get(self.next) {
-            if len % unit != 0 || len < need {
-                return Err(format!(
-                    "buffer {} of {len} bytes: {need} needed, in {unit}-byte values",
-                    self.next
-                ));
-            }
+        if let Some(&len) = self.lengths.get(self.next)
+            && (!len.is_multiple_of(unit) || len < need)
+        {
+            return Err(format!(
+                "buffer {} of {len} bytes: {need} needed, in {unit}-byte values",
+                self.next
+            ));
         }
         self.next += 1;
         Ok(())
