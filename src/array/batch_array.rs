@@ -108,8 +108,6 @@ pub enum Serializer {
     ArrowIpc {
         /// Items in every block of a batch but its last.
         items_per_block: u64,
-        /// The metalayer's encapsulated IPC schema message, if it has one.
-        schema: Option<Vec<u8>>,
     },
 }
 
@@ -219,19 +217,15 @@ impl BatchArray {
                     .ok_or_else(|| {
                         bad("an Arrow BatchArray without a positive items_per_block".into())
                     })? as u64;
-                let schema = match meta.get("arrow_schema") {
-                    Some(MsgValue::Bin(b)) => Some(b.clone()),
-                    _ => None,
-                };
-                Serializer::ArrowIpc {
-                    items_per_block,
-                    schema,
-                }
+                Serializer::ArrowIpc { items_per_block }
             }
             Some(other) => {
                 return Err(Error::unsupported(
                     &path,
-                    format!("BatchArray serializer {other:?} (msgpack and arrow are read)"),
+                    format!(
+                        "BatchArray serializer {other:?} (msgpack, and arrow in BatchArrays, \
+                         are read)"
+                    ),
                 ));
             }
         };
@@ -464,7 +458,6 @@ impl BatchArray {
     ) -> Result<Vec<StreamBlock>> {
         let Serializer::ArrowIpc {
             items_per_block: per,
-            ..
         } = self.serializer
         else {
             return Err(Error::InvalidArgument(format!(
@@ -495,7 +488,7 @@ impl BatchArray {
                 let items = per.min(n - first);
                 let span = first..first + items;
                 let (a, z) = (want.start.max(span.start), want.end.min(span.end));
-                // `decode` checked that the sizes add up to the decoded bytes.
+                // `decoded` checked that the sizes add up to the decoded bytes.
                 let block = &bytes[at..at + size];
                 at += size;
                 if a < z {
@@ -556,6 +549,18 @@ impl BatchArray {
                     ));
                 }
             };
+            // The sizes come from the blocks' prefixes, the bytes from decoding them: a
+            // chunk whose flags say otherwise (stored raw) must not be cut by them.
+            if !blocks.is_empty() && blocks.iter().sum::<usize>() != bytes.len() {
+                return Err(self.batch_error(
+                    b,
+                    Error::InvalidArgument(format!(
+                        "VL blocks of {} bytes in all, the batch decodes to {}",
+                        blocks.iter().sum::<usize>(),
+                        bytes.len()
+                    )),
+                ));
+            }
             let d = Arc::new(DecodedBatch { bytes, blocks });
             self.recent.put(b, &d);
             *slot = Some(d);

@@ -439,7 +439,7 @@ pub fn stream_column(bytes: &[u8], items: u64) -> Result<ArrayRef, IpcError> {
     let mut decoder = StreamDecoder::new();
     let mut column = None;
     while !buffer.is_empty() {
-        let at = 0;
+        let at = bytes.len() - buffer.len();
         let decoded = decoder.decode(&mut buffer).map_err(|e| IpcError {
             at,
             why: e.to_string(),
@@ -468,7 +468,8 @@ pub fn stream_column(bytes: &[u8], items: u64) -> Result<ArrayRef, IpcError> {
 }
 
 /// The wanted items of `blocks`, in order, as one array of type `target` (cast from the
-/// stream's type when that differs, e.g. `LargeList` or another child name).
+/// stream's type when that differs, e.g. `LargeList` or another child name; a value the
+/// target cannot hold is an error).
 ///
 /// # Errors
 /// A block's stream errors (naming its batch and block), or a cast that fails.
@@ -482,7 +483,12 @@ pub fn blocks_array(blocks: Vec<StreamBlock>, target: &DataType) -> Result<Array
         let part = if part.data_type() == target {
             part
         } else {
-            arrow::compute::cast(&part, target).map_err(|e| {
+            // Not `safe`: a value the target cannot hold is an error, not a null.
+            let options = arrow::compute::CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            arrow::compute::cast_with_options(&part, target, &options).map_err(|e| {
                 format!(
                     "batch {batch}, block {block}: Arrow {} values are not {target}: {e}",
                     part.data_type()
