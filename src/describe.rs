@@ -2,6 +2,7 @@
 
 use crate::array::batch_array::{BatchArray, Serializer};
 use crate::array::column_spec::NullDecl;
+use crate::array::item_type::ItemType;
 use crate::array::ndarray::{ArrayKind, ChunkSource, NdArray};
 use crate::array::table::{ColumnStorage, NullRule, Table};
 use crate::dataset::Dataset;
@@ -89,7 +90,7 @@ fn table_json(t: &Table) -> Value {
                     ColumnStorage::Fixed(a) => array_json(a),
                     ColumnStorage::Utf8 { offsets, data } => json!({"offsets": array_json(offsets), "data": array_json(data)}),
                     ColumnStorage::Var { items, kind } => batch_array_json(items, format!("{kind:?}").to_lowercase()),
-                    ColumnStorage::Items { items, item } => batch_array_json(items, match items.serializer() { Serializer::Msgpack => format!("msgpack {item:?}"), Serializer::ArrowIpc { .. } => format!("Arrow IPC {item:?}") }),
+                    ColumnStorage::Items { items, item } => batch_array_json(items, match items.serializer() { Serializer::Msgpack => format!("msgpack {item:?}"), Serializer::ArrowIpc { .. } if matches!(item, ItemType::Arrow(_)) => "Arrow IPC, of the type its arrow_schema declares (b2sql schema)".to_string(), Serializer::ArrowIpc { .. } => format!("Arrow IPC {item:?}") }),
                     ColumnStorage::Dictionary { codes, values, null_code } => json!({"codes": array_json(codes), "values": values.len(), "null_code": null_code}),
                 };
                 json!({

@@ -108,6 +108,8 @@ pub enum Serializer {
     ArrowIpc {
         /// Items in every block of a batch but its last.
         items_per_block: u64,
+        /// The metalayer's encapsulated IPC schema message (`arrow_schema`), if any.
+        schema: Option<Vec<u8>>,
     },
 }
 
@@ -217,7 +219,14 @@ impl BatchArray {
                     .ok_or_else(|| {
                         bad("an Arrow BatchArray without a positive items_per_block".into())
                     })? as u64;
-                Serializer::ArrowIpc { items_per_block }
+                let schema = match meta.get("arrow_schema") {
+                    Some(MsgValue::Bin(b)) => Some(b.clone()),
+                    _ => None,
+                };
+                Serializer::ArrowIpc {
+                    items_per_block,
+                    schema,
+                }
             }
             Some(other) => {
                 return Err(Error::unsupported(
@@ -458,6 +467,7 @@ impl BatchArray {
     ) -> Result<Vec<StreamBlock>> {
         let Serializer::ArrowIpc {
             items_per_block: per,
+            ..
         } = self.serializer
         else {
             return Err(Error::InvalidArgument(format!(

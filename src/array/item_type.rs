@@ -40,6 +40,20 @@ pub enum ItemType {
     Struct(Vec<(String, ItemType)>),
     /// Any msgpack value, shown as JSON text.
     Json,
+    /// Not msgpack: the Arrow values of a BatchArray of Arrow batches, of the type its
+    /// IPC schema message declares.
+    Arrow(ArrowSchemaMessage),
+}
+
+/// An encapsulated Arrow IPC schema message (as `pyarrow.Schema.serialize()` writes it),
+/// kept as bytes: this layer does not read Arrow.
+#[derive(Clone, PartialEq)]
+pub struct ArrowSchemaMessage(pub Vec<u8>);
+
+impl std::fmt::Debug for ArrowSchemaMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ArrowSchema({} bytes)", self.0.len())
+    }
 }
 
 impl ItemType {

@@ -8,7 +8,7 @@ use super::batch_array::{BatchArray, ItemKind, Serializer, StreamBlock, VarValue
 use super::column_spec::{ColumnSpec, open_ctable_column};
 use super::computed::ComputedColumn;
 use super::dtype::DType;
-use super::item_type::ItemType;
+use super::item_type::{ArrowSchemaMessage, ItemType};
 use super::ndarray::{NdArray, ReadStats};
 use super::summary::ColumnSummary;
 use crate::container::bcolz::{BcolzCarray, ctable_columns};
@@ -458,17 +458,35 @@ impl Table {
             o.remove("_batch_array_metadata");
         }
         let items = BatchArray::open(frame).await?;
-        if list_item.is_none() && *items.serializer() != Serializer::Msgpack {
-            return Err(Error::unsupported(
-                &path,
-                "a BatchArray of Arrow batches with no declared item type (ListArrays and \
-                 CTable list columns stored as Arrow are read)",
-            ));
-        }
+        // A BatchArray of Arrow batches of no declared item type: its values, of the
+        // type its schema message declares.
+        let arrow_item = match (items.serializer(), &list_item) {
+            (
+                Serializer::ArrowIpc {
+                    schema: Some(s), ..
+                },
+                None,
+            ) => Some(ItemType::Arrow(ArrowSchemaMessage(s.clone()))),
+            (Serializer::ArrowIpc { schema: None, .. }, None) => {
+                return Err(Error::unsupported(
+                    &path,
+                    "a BatchArray of Arrow batches with no declared item type and no \
+                     arrow_schema",
+                ));
+            }
+            _ => None,
+        };
         let rows = items.len();
         let batch_rows = items.batch_len(0).unwrap_or(0);
         let (kind, storage) = match (list_item, py_type.as_deref()) {
             (Some(item), _) => ("list", ColumnStorage::Items { items, item }),
+            (None, _) if arrow_item.is_some() => (
+                "arrow",
+                ColumnStorage::Items {
+                    items,
+                    item: arrow_item.expect("an Arrow item type"),
+                },
+            ),
             (None, Some("str")) => (
                 "vlstring",
                 ColumnStorage::Var {

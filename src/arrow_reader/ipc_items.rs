@@ -139,6 +139,42 @@ pub fn check_stream(bytes: &[u8]) -> Result<(), IpcError> {
     }
 }
 
+/// The type of the one field an encapsulated IPC schema message declares (a
+/// BatchArray's `arrow_schema`), once [`check_stream`]'s rules admit it.
+///
+/// # Errors
+/// A message that is not one schema message inside the bytes, or what the checks refuse.
+pub fn schema_message_type(bytes: &[u8]) -> Result<DataType, IpcError> {
+    let word = |p: usize| -> Result<u32, IpcError> {
+        match bytes.get(p..p + 4) {
+            Some(b) => Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            None => refuse(p, "the schema message ends inside its header"),
+        }
+    };
+    let mut pos = 4;
+    let mut len = word(0)?;
+    if len == u32::MAX {
+        len = word(4)?;
+        pos = 8;
+    }
+    let Some(meta) = bytes.get(pos..pos + len as usize) else {
+        return refuse(
+            0,
+            format!("a {len}-byte schema message runs past its bytes"),
+        );
+    };
+    let message = fb::root_as_message(meta).map_err(|e| IpcError {
+        at: 0,
+        why: format!("schema message: {e}"),
+    })?;
+    let Some(schema) = message.header_as_schema() else {
+        return refuse(0, "not a schema message");
+    };
+    check_schema(schema).map_err(|why| IpcError { at: 0, why })?;
+    let schema = arrow::ipc::convert::fb_to_schema(schema);
+    Ok(schema.field(0).data_type().clone())
+}
+
 /// The one field of a schema, once its type tree is admitted.
 fn check_schema(schema: fb::Schema) -> Result<fb::Field, String> {
     if schema.endianness() != fb::Endianness::Little {

@@ -36,6 +36,9 @@ pub fn arrow_type(t: &ItemType) -> DataType {
             timezone.as_deref().map(Into::into),
         ),
         ItemType::Text | ItemType::Json => DataType::Utf8,
+        // A schema message that does not pass the check types the column `Null`: its
+        // reads then fail, naming the stream's type (see `ipc_items`).
+        ItemType::Arrow(m) => super::ipc_items::schema_message_type(&m.0).unwrap_or(DataType::Null),
         ItemType::Bytes => DataType::Binary,
         ItemType::List(item) => {
             DataType::List(Arc::new(Field::new("item", arrow_type(item), true)))
@@ -154,6 +157,11 @@ fn build(t: &ItemType, values: &[Option<&MsgValue>], path: &str) -> Result<Array
         ItemType::Json => Arc::new(StringArray::from_iter(
             present(values).map(|v| v.map(|m| m.to_json().to_string())),
         )),
+        ItemType::Arrow(_) => {
+            return Err(Error::InvalidArgument(format!(
+                "{path}: Arrow batches are not msgpack values"
+            )));
+        }
         ItemType::List(item) => {
             let mut children: Vec<Option<&MsgValue>> = Vec::new();
             let mut offsets = Vec::with_capacity(values.len() + 1);

@@ -144,21 +144,6 @@ async fn tables_match_every_value() {
     }
 }
 
-/// A BatchArray of Arrow batches that declares no item type (no ListArray layer, not a
-/// CTable column) is refused by name, not read as something else.
-#[tokio::test]
-async fn arrow_batches_without_an_item_type_are_refused_by_name() {
-    let loc = Location::local(fixture("b2b/arrow-batches.b2b")).unwrap();
-    let e = Dataset::open(&loc, &OpenOptions::default())
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("arrow-batches.b2b") && e.contains("Arrow batches with no declared item type"),
-        "{e}"
-    );
-}
-
 /// A JSON array of strings.
 fn strings(v: &Value) -> Vec<&str> {
     v.as_array()

@@ -155,6 +155,7 @@ async fn mutated_containers_error_cleanly() {
         ("ctable/nested.b2d", "_cols/o.b2b"),
         ("b2b/lists.b2b", ""),
         ("b2b/arrow-lists.b2b", ""),
+        ("b2b/arrow-batches.b2b", ""),
         ("ctable/arrow-lists.b2d", "_cols/st.b2b"),
         ("b2b/objects.b2b", ""),
         ("b2b/objects-vl.b2f", ""),
@@ -214,8 +215,10 @@ async fn mutated_containers_error_cleanly() {
 #[tokio::test]
 async fn mutated_arrow_streams_error_cleanly() {
     use datafusion_blosc2::array::batch_array::BatchArray;
+    use datafusion_blosc2::array::batch_array::Serializer;
     use datafusion_blosc2::array::ndarray::ReadStats;
-    use datafusion_blosc2::arrow_reader::ipc_items::stream_column;
+    use datafusion_blosc2::arrow::datatypes::DataType;
+    use datafusion_blosc2::arrow_reader::ipc_items::{schema_message_type, stream_column};
     use datafusion_blosc2::container::frame::Frame;
     let mut cases = 0;
     let mut errs = 0;
@@ -279,6 +282,40 @@ async fn mutated_arrow_streams_error_cleanly() {
         cases > 40_000 && errs > 10_000,
         "{cases} cases, {errs} errors"
     );
+
+    // The schema message that types a bare BatchArray of Arrow batches.
+    let frame = Frame::open(&Location::local(fixture("b2b/arrow-batches.b2b")).unwrap())
+        .await
+        .unwrap();
+    let items = BatchArray::open(frame).await.unwrap();
+    let Serializer::ArrowIpc {
+        schema: Some(schema),
+        ..
+    } = items.serializer()
+    else {
+        panic!("an Arrow BatchArray with a schema");
+    };
+    let good = schema_message_type(schema).unwrap();
+    assert!(matches!(good, DataType::Struct(_)), "{good}");
+    let (mut cases, mut errs) = (0, 0);
+    let mut check = |bytes: &[u8], what: String| {
+        match std::panic::catch_unwind(|| schema_message_type(bytes)) {
+            Err(_) => panic!("arrow_schema: {what}: panic"),
+            Ok(r) => errs += usize::from(r.is_err()),
+        }
+        cases += 1;
+    };
+    for at in 0..schema.len() {
+        for x in [0xFF, 0x01, 0x80] {
+            let mut m = schema.clone();
+            m[at] ^= x;
+            check(&m, format!("byte {at} ^ {x:#x}"));
+        }
+    }
+    for cut in 0..schema.len() {
+        check(&schema[..cut], format!("cut at {cut}"));
+    }
+    assert!(cases > 500 && errs > 100, "{cases} cases, {errs} errors");
 }
 
 #[tokio::test]
