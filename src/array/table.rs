@@ -478,23 +478,17 @@ impl Table {
         };
         let rows = items.len();
         let batch_rows = items.batch_len(0).unwrap_or(0);
-        let (kind, storage) = match (list_item, py_type.as_deref()) {
-            (Some(item), _) => ("list", ColumnStorage::Items { items, item }),
-            (None, _) if arrow_item.is_some() => (
-                "arrow",
-                ColumnStorage::Items {
-                    items,
-                    item: arrow_item.expect("an Arrow item type"),
-                },
-            ),
-            (None, Some("str")) => (
+        let (kind, storage) = match (list_item, arrow_item, py_type.as_deref()) {
+            (Some(item), _, _) => ("list", ColumnStorage::Items { items, item }),
+            (None, Some(item), _) => ("arrow", ColumnStorage::Items { items, item }),
+            (None, None, Some("str")) => (
                 "vlstring",
                 ColumnStorage::Var {
                     items,
                     kind: ItemKind::Text,
                 },
             ),
-            (None, Some("bytes")) => (
+            (None, None, Some("bytes")) => (
                 "vlbytes",
                 ColumnStorage::Var {
                     items,

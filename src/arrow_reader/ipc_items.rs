@@ -40,6 +40,14 @@ fn refuse<T>(at: usize, why: impl Into<String>) -> Result<T, IpcError> {
     })
 }
 
+/// The little-endian word at `p`, or `short` where the bytes end first.
+fn le_u32(bytes: &[u8], p: usize, short: &str) -> Result<u32, IpcError> {
+    match bytes.get(p..p + 4) {
+        Some(b) => Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        None => refuse(p, short),
+    }
+}
+
 /// Nesting deeper than this is refused (python-blosc2's list specs nest a few levels).
 const MAX_DEPTH: usize = 32;
 
@@ -56,12 +64,7 @@ pub fn check_stream(bytes: &[u8]) -> Result<(), IpcError> {
     let mut field: Option<fb::Field> = None;
     loop {
         let at = pos;
-        let word = |p: usize| -> Result<u32, IpcError> {
-            match bytes.get(p..p + 4) {
-                Some(b) => Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                None => refuse(p, "the stream ends inside a message header"),
-            }
-        };
+        let word = |p: usize| le_u32(bytes, p, "the stream ends inside a message header");
         let mut len = word(pos)?;
         pos += 4;
         if len == u32::MAX {
@@ -145,12 +148,7 @@ pub fn check_stream(bytes: &[u8]) -> Result<(), IpcError> {
 /// # Errors
 /// A message that is not one schema message inside the bytes, or what the checks refuse.
 pub fn schema_message_type(bytes: &[u8]) -> Result<DataType, IpcError> {
-    let word = |p: usize| -> Result<u32, IpcError> {
-        match bytes.get(p..p + 4) {
-            Some(b) => Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            None => refuse(p, "the schema message ends inside its header"),
-        }
-    };
+    let word = |p: usize| le_u32(bytes, p, "the schema message ends inside its header");
     let mut pos = 4;
     let mut len = word(0)?;
     if len == u32::MAX {
