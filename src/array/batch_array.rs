@@ -17,11 +17,11 @@
 //! decoding them is Arrow's business (`arrow_reader::ipc_items`).
 
 use super::ndarray::ReadStats;
+use super::recent::LastKept;
 use crate::container::RawChunk;
 use crate::container::frame::Frame;
 use crate::error::{Error, Result};
 use crate::msgpack::{self, MsgValue};
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -141,34 +141,11 @@ struct DecodedBatch {
 /// columns' blocks, python-blosc2 flushes list and text columns every 2,048 rows), and
 /// without these each unit decoded its whole batch again.
 #[derive(Debug, Clone, Default)]
-struct RecentBatches(Arc<Mutex<Kept>>);
-
-/// Batch index and decoded batch, oldest first.
-type Kept = VecDeque<(u64, Arc<DecodedBatch>)>;
+struct RecentBatches(Arc<Mutex<LastKept<Arc<DecodedBatch>, 4>>>);
 
 impl RecentBatches {
-    const CAPACITY: usize = 4;
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LastKept<Arc<DecodedBatch>, 4>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn get(&self, b: u64) -> Option<Arc<DecodedBatch>> {
-        self.lock()
-            .iter()
-            .find(|(k, _)| *k == b)
-            .map(|(_, d)| d.clone())
-    }
-
-    fn put(&self, b: u64, d: &Arc<DecodedBatch>) {
-        let mut q = self.lock();
-        if q.iter().any(|(k, _)| *k == b) {
-            return;
-        }
-        if q.len() == Self::CAPACITY {
-            q.pop_front();
-        }
-        q.push_back((b, d.clone()));
     }
 }
 
@@ -522,8 +499,10 @@ impl BatchArray {
         batches: &[u64],
         stats: &mut ReadStats,
     ) -> Result<Vec<Arc<DecodedBatch>>> {
-        let mut out: Vec<Option<Arc<DecodedBatch>>> =
-            batches.iter().map(|&b| self.recent.get(b)).collect();
+        let mut out: Vec<Option<Arc<DecodedBatch>>> = {
+            let kept = self.recent.lock();
+            batches.iter().map(|&b| kept.get(b)).collect()
+        };
         let missing: Vec<u64> = batches
             .iter()
             .zip(&out)
@@ -572,7 +551,7 @@ impl BatchArray {
                 ));
             }
             let d = Arc::new(DecodedBatch { bytes, blocks });
-            self.recent.put(b, &d);
+            self.recent.lock().put(b, d.clone());
             *slot = Some(d);
         }
         Ok(out

@@ -14,6 +14,45 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// The last `N` values kept by index (chunk or batch), oldest first, each index once: what
+/// [`RecentChunks`] keeps of whole chunks and a BatchArray of its decoded batches.
+#[derive(Debug)]
+pub(crate) struct LastKept<T, const N: usize>(VecDeque<(u64, T)>);
+
+impl<T, const N: usize> Default for LastKept<T, N> {
+    fn default() -> Self {
+        LastKept(VecDeque::with_capacity(N))
+    }
+}
+
+impl<T: Clone, const N: usize> LastKept<T, N> {
+    /// The value kept for `i`.
+    pub(crate) fn get(&self, i: u64) -> Option<T> {
+        self.0.iter().find(|(k, _)| *k == i).map(|(_, v)| v.clone())
+    }
+
+    /// Keeps `v` for `i` (unless `i` is kept), dropping the oldest beyond `N`.
+    pub(crate) fn put(&mut self, i: u64, v: T) {
+        if self.0.iter().any(|(k, _)| *k == i) {
+            return;
+        }
+        if self.0.len() == N {
+            self.0.pop_front();
+        }
+        self.0.push_back((i, v));
+    }
+
+    /// The indices and values kept.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(u64, T)> {
+        self.0.iter()
+    }
+
+    /// Drops everything kept.
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// The last few stored chunks fetched, shared by clones of an array, so that scan units
 /// smaller than a chunk fetch each chunk once.
 /// Also remembers the chunks recently fetched in parts: a second read of one of them is
@@ -24,7 +63,7 @@ pub(crate) struct RecentChunks(Arc<Mutex<Recent>>);
 
 #[derive(Debug, Default)]
 struct Recent {
-    whole: VecDeque<(u64, Bytes)>,
+    whole: LastKept<Bytes, { RecentChunks::CAPACITY }>,
     partial: VecDeque<u64>,
     /// Chunks being fetched whole now, and by which claim.
     fetching: Vec<(u64, u64)>,
@@ -55,23 +94,12 @@ impl RecentChunks {
 
     /// The chunk `i` if a recent read fetched it whole.
     pub(crate) fn get(&self, i: u64) -> Option<Bytes> {
-        let q = self.lock();
-        q.whole
-            .iter()
-            .find(|(k, _)| *k == i)
-            .map(|(_, b)| b.clone())
+        self.lock().whole.get(i)
     }
 
     /// Keeps chunk `i`, fetched whole, dropping the oldest kept beyond capacity.
     pub(crate) fn put(&self, i: u64, b: &Bytes) {
-        let mut q = self.lock();
-        if q.whole.iter().any(|(k, _)| *k == i) {
-            return;
-        }
-        if q.whole.len() == Self::CAPACITY {
-            q.whole.pop_front();
-        }
-        q.whole.push_back((i, b.clone()));
+        self.lock().whole.put(i, b.clone());
     }
 
     /// The compressed bytes of the chunks kept.

@@ -201,7 +201,7 @@ fn check_field(f: fb::Field, depth: usize) -> Result<(), String> {
         }
     }
     let t = f.type_type();
-    match layout(f)? {
+    match layout(f) {
         Layout::Unknown => {
             return Err(format!(
                 "Arrow type {} is not read",
@@ -241,11 +241,11 @@ enum Layout {
 }
 
 /// The layout of field `f`'s values (not of its dictionary indices).
-fn layout(f: fb::Field) -> Result<Layout, String> {
+fn layout(f: fb::Field) -> Layout {
     use fb::Type as T;
     let nchildren = f.children().map_or(0, |c| c.len());
     let width = |ok: Option<usize>| ok.map_or(Layout::Invalid, Layout::Values);
-    Ok(match f.type_type() {
+    match f.type_type() {
         T::Null => Layout::None,
         T::Bool => Layout::Values(1),
         T::Int => width(f.type_as_int().and_then(|i| match i.bitWidth() {
@@ -303,7 +303,7 @@ fn layout(f: fb::Field) -> Result<Layout, String> {
         T::Struct_ if f.children().is_some() => Layout::Parent,
         T::List | T::LargeList | T::FixedSizeList | T::Struct_ => Layout::Invalid,
         _ => Layout::Unknown,
-    })
+    }
 }
 
 fn time_unit(u: fb::TimeUnit) -> bool {
@@ -393,8 +393,8 @@ struct BufferWalk {
 }
 
 impl BufferWalk {
-    /// The next buffer, which must hold whole `unit`-byte values and at least `need`
-    /// bytes; `None` when the batch has no more buffers.
+    /// Takes the next buffer, which must hold whole `unit`-byte values and at least
+    /// `need` bytes; a buffer the batch lacks is left to Arrow, which refuses the batch.
     fn take(&mut self, unit: usize, need: usize) -> Result<(), String> {
         if let Some(&len) = self.lengths.get(self.next)
             && (!len.is_multiple_of(unit) || len < need)
@@ -423,7 +423,7 @@ impl BufferWalk {
             self.take(1, validity)?;
             return self.take(width, n * width);
         }
-        let layout = layout(f)?;
+        let layout = layout(f);
         match layout {
             Layout::None => {}
             Layout::Values(w) => {

@@ -8,7 +8,7 @@ use super::convert::{
     direct_primitive, fixed_list, primitive_from_buffer, subarray_items, to_arrow,
 };
 use super::ipc_items;
-use super::msgpack_arrow::{self, values_array};
+use super::msgpack_arrow::values_array;
 use super::pool::BufferPool;
 use super::schema::dataset_schema;
 use super::text_match::TextMatch;
@@ -582,10 +582,9 @@ impl BatchReader {
                 items_array(*kind, v, &what)?
             }
             ColumnData::Streams(blocks) => {
-                let ColumnStorage::Items { item, .. } = &c.storage else {
-                    unreachable!("streams come from BatchArray columns")
-                };
-                ipc_items::blocks_array(blocks, &msgpack_arrow::arrow_type(item)).map_err(|e| {
+                // The schema's type (derived from `item` once, with the schema).
+                let target = self.full.field(p).data_type();
+                ipc_items::blocks_array(blocks, target).map_err(|e| {
                     Error::corrupt(
                         t.display(),
                         "Arrow column",

@@ -226,7 +226,7 @@ async fn mutated_arrow_streams_error_cleanly() {
     let files = columns
         .iter()
         .map(|c| format!("ctable/arrow-lists.b2d/_cols/{c}.b2b"));
-    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = crate::util::Rng(0x9E37_79B9_7F4A_7C15);
     for rel in std::iter::once("b2b/arrow-lists.b2b".to_string()).chain(files) {
         let frame = Frame::open(&Location::local(fixture(&rel)).unwrap())
             .await
@@ -262,9 +262,7 @@ async fn mutated_arrow_streams_error_cleanly() {
             // Whole 4-byte words (lengths, offsets, counts) set to small, large and
             // negative values.
             for _ in 0..1500 {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
+                let rng = rng.next_u64();
                 let at = (rng as usize % (b.bytes.len() / 4)) * 4;
                 let v: i32 = match (rng >> 32) % 4 {
                     0 => (rng >> 40) as i32 % 64,

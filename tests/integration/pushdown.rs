@@ -4,6 +4,7 @@
 //! test does the same for random value ranges with value pruning on.
 
 use crate::listing::metric;
+use crate::util::Rng;
 use crate::util::explain;
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
@@ -12,16 +13,6 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_blosc2::provider::Blosc2Format;
 use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
 use std::sync::Arc;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 /// A predicate as a Rust closure.
 type Pred = Box<dyn Fn(u64) -> bool>;

@@ -196,3 +196,21 @@ pub fn compare_batches(
     }
     Ok(())
 }
+
+/// A xorshift64 generator for the tests' random cases (seeded, so failures repeat).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// The next value below `n`.
+    pub fn next(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
