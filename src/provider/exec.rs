@@ -128,10 +128,9 @@ impl Blosc2Exec {
             return false;
         };
         let cols = self.reader.value_columns();
-        self.partitions
-            .iter()
-            .flatten()
-            .any(|u| u.zone_rows > 0 && cols.iter().any(|&(_, c)| maps.contains(c, u.zone)))
+        self.partitions.iter().flatten().any(|u| {
+            u.zone_rows > 0 && cols.iter().any(|&(_, c)| maps.extrema(c, u.zone).is_some())
+        })
     }
 
     /// Builds the scan of `ds`, whose full schema is `schema`. `zone_maps`, when given,

@@ -7,8 +7,12 @@
 //! - special-value chunks (zeros, NaN, uninitialized): the one value every element has,
 //!   known from the frame's offsets index without fetching anything;
 //! - python-blosc2 SUMMARY sidecars (CTables), combined over the segments a unit spans;
-//! - zone maps: min/max computed while earlier scans of this table decoded whole zones,
-//!   cached for the life of the table provider ([`ZoneMaps`]).
+//! - zone maps: min/max and null counts computed while earlier scans of this table
+//!   decoded whole zones, cached for the life of the table provider ([`ZoneMaps`]).
+//!
+//! Null counts: none for a non-nullable column; else a unit inside a mapped zone holds
+//! none when the zone holds none, and only nulls when the zone holds no value. With
+//! them `x IS NULL OR x > t` (a descending TopK's threshold) and `x IS NULL` prune.
 //!
 //! Unknown statistics keep a unit, so pruning never changes results; the filters stay
 //! with DataFusion (reported Inexact).
@@ -32,52 +36,156 @@ use std::sync::{Arc, Mutex};
 /// Longest string or binary extremum kept in a zone map (longer ones are not cached).
 const MAX_CACHED_BYTES: usize = 256;
 
-/// Per-zone min/max of columns, filled in by scans that decode whole zones.
+/// What a zone map knows of one column in one zone, from a scan that read the zone whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZoneStats {
+    /// Min and max of the zone's non-null values: `None` when it holds none, or when they
+    /// are unknown (a NaN, a long string, a type without an order).
+    pub extrema: Option<(ScalarValue, ScalarValue)>,
+    /// Nulls among the zone's rows (deleted table rows are not rows).
+    pub nulls: u64,
+    /// Non-null values among them.
+    pub values: u64,
+}
+
+impl ZoneStats {
+    /// The nulls of a unit of `rows` rows inside this zone, where the zone's counts
+    /// decide them: none when the zone holds none, every row when it holds no value (a
+    /// deleted row then counts as a null, which prunes nothing a live row could pass).
+    pub fn unit_nulls(&self, rows: u64) -> Option<u64> {
+        match (self.nulls, self.values) {
+            (0, _) => Some(0),
+            (_, 0) => Some(rows),
+            _ => None,
+        }
+    }
+}
+
+/// Per-zone statistics of columns (min/max, null and value counts), filled in by scans
+/// that decode whole zones.
 #[derive(Debug, Default)]
 pub struct ZoneMaps {
-    map: Mutex<HashMap<(usize, u64), (ScalarValue, ScalarValue)>>,
+    map: Mutex<HashMap<(usize, u64), ZoneStats>>,
 }
 
 impl ZoneMaps {
-    /// The cached extrema of column `col` (full-schema index) in `zone`.
-    pub fn get(&self, col: usize, zone: u64) -> Option<(ScalarValue, ScalarValue)> {
+    /// The statistics of column `col` (full-schema index) in `zone`.
+    pub fn get(&self, col: usize, zone: u64) -> Option<ZoneStats> {
         self.lock().get(&(col, zone)).cloned()
     }
 
-    /// True when the extrema of column `col` in `zone` are cached.
+    /// The extrema of column `col` in `zone`, when mapped and known.
+    pub fn extrema(&self, col: usize, zone: u64) -> Option<(ScalarValue, ScalarValue)> {
+        self.lock().get(&(col, zone))?.extrema.clone()
+    }
+
+    /// True when the statistics of column `col` in `zone` are recorded.
     pub fn contains(&self, col: usize, zone: u64) -> bool {
         self.lock().contains_key(&(col, zone))
     }
 
-    /// Number of cached (column, zone) entries.
+    /// Number of recorded (column, zone) entries.
     pub fn len(&self) -> usize {
         self.lock().len()
     }
 
-    /// True when nothing is cached.
+    /// True when nothing is recorded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    fn insert(&self, col: usize, zone: u64, mm: (ScalarValue, ScalarValue)) {
-        self.lock().insert((col, zone), mm);
+    fn insert(&self, col: usize, zone: u64, stats: ZoneStats) {
+        self.lock().insert((col, zone), stats);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, u64), (ScalarValue, ScalarValue)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(usize, u64), ZoneStats>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// Gathers one zone's extrema over the several units (batches) it was read in, in one
-/// partition; the zone is recorded when its units add up to all its rows. A zone the
+/// The extrema of one column over the rows of a zone read so far.
+#[derive(Debug, Clone)]
+enum PieceExtrema {
+    /// No non-null value yet.
+    NoValue,
+    /// The least and greatest value.
+    Known(ScalarValue, ScalarValue),
+    /// Some values have no extrema (NaN, a long string, a type without an order).
+    Unknown,
+}
+
+impl PieceExtrema {
+    fn of(values: &ArrayRef) -> Self {
+        if values.null_count() == values.len() {
+            return PieceExtrema::NoValue;
+        }
+        match extrema(values) {
+            Some((lo, hi)) => PieceExtrema::Known(lo, hi),
+            None => PieceExtrema::Unknown,
+        }
+    }
+
+    fn merge(self, other: Self) -> Self {
+        use PieceExtrema::{Known, NoValue, Unknown};
+        match (self, other) {
+            (NoValue, x) | (x, NoValue) => x,
+            (Known(a, b), Known(c, d)) => match widen((a, b), (c, d)) {
+                Some((lo, hi)) => Known(lo, hi),
+                None => Unknown,
+            },
+            _ => Unknown,
+        }
+    }
+}
+
+/// One column's statistics over the rows of a zone read so far.
+#[derive(Debug, Clone)]
+struct ColumnPiece {
+    extrema: PieceExtrema,
+    nulls: u64,
+    values: u64,
+}
+
+impl ColumnPiece {
+    fn of(values: &ArrayRef) -> Self {
+        let nulls = values.logical_null_count() as u64;
+        ColumnPiece {
+            extrema: PieceExtrema::of(values),
+            nulls,
+            values: values.len() as u64 - nulls,
+        }
+    }
+
+    fn merge(self, other: Self) -> Self {
+        ColumnPiece {
+            extrema: self.extrema.merge(other.extrema),
+            nulls: self.nulls + other.nulls,
+            values: self.values + other.values,
+        }
+    }
+
+    fn stats(self) -> ZoneStats {
+        ZoneStats {
+            extrema: match self.extrema {
+                PieceExtrema::Known(lo, hi) => Some((lo, hi)),
+                _ => None,
+            },
+            nulls: self.nulls,
+            values: self.values,
+        }
+    }
+}
+
+/// Gathers one zone's statistics over the several units (batches) it was read in, in
+/// one partition; the zone is recorded when its units add up to all its rows. A zone the
 /// partition read only part of goes to its execution's [`ZonePieces`].
 #[derive(Debug)]
 pub struct ZoneAccumulator {
     zone: u64,
     rows: u64,
     zone_rows: u64,
-    /// Per recorded column: running extrema, `None` once some batch had none.
-    cols: Vec<Option<(ScalarValue, ScalarValue)>>,
+    /// Per recorded column: its statistics so far.
+    cols: Vec<ColumnPiece>,
 }
 
 impl ZoneAccumulator {
@@ -99,13 +207,14 @@ impl ZoneAccumulator {
         if acc.is_none() && cols.iter().all(|&c| maps.contains(c, unit.zone)) {
             return;
         }
-        // Types without an ordering DataFusion can prune on, NaN, all-null batches and
-        // long strings have no extrema; one such batch leaves the zone unknown.
+        // Types without an ordering DataFusion can prune on, NaN and long strings have
+        // no extrema; one such batch leaves the zone's extrema unknown (its counts are
+        // still kept).
         let piece = ZoneAccumulator {
             zone: unit.zone,
             rows: unit.unit.rows(),
             zone_rows: unit.zone_rows,
-            cols: values.iter().map(|v| extrema(v)).collect(),
+            cols: values.iter().map(|v| ColumnPiece::of(v)).collect(),
         };
         let whole = match acc.take() {
             Some(a) if a.zone == unit.zone => a.merge(piece),
@@ -142,22 +251,22 @@ impl ZoneAccumulator {
     }
 
     /// Both pieces of one zone as one (their rows apart).
-    fn merge(mut self, other: ZoneAccumulator) -> ZoneAccumulator {
-        for (slot, b) in self.cols.iter_mut().zip(other.cols) {
-            *slot = match (slot.take(), b) {
-                (Some(x), Some(y)) => widen(x, y),
-                _ => None,
-            };
+    fn merge(self, other: ZoneAccumulator) -> ZoneAccumulator {
+        ZoneAccumulator {
+            cols: self
+                .cols
+                .into_iter()
+                .zip(other.cols)
+                .map(|(a, b)| a.merge(b))
+                .collect(),
+            rows: self.rows + other.rows,
+            ..self
         }
-        self.rows += other.rows;
-        self
     }
 
     fn record(self, maps: &ZoneMaps, cols: &[usize]) {
-        for (&col, mm) in cols.iter().zip(self.cols) {
-            if let Some(mm) = mm {
-                maps.insert(col, self.zone, mm);
-            }
+        for (&col, piece) in cols.iter().zip(self.cols) {
+            maps.insert(col, self.zone, piece.stats());
         }
     }
 }
@@ -184,17 +293,16 @@ impl ZonePieces {
     }
 }
 
-/// The exact minimum and maximum of column `col` (full-schema index) over `units`, the
-/// planned units of a whole selection, from the zone maps: when every unit is zoned, the
-/// units of each zone add up to the whole zone (the selection takes it whole), and every
-/// zone's extrema are mapped. A zone's extrema are DataFusion's own `min`/`max` of its
-/// values (nulls left out; a zone holding NaN, only nulls or long strings is never
-/// mapped), and zones combine by the same order, so these are what a scan would give.
-pub fn zone_map_extrema(
+/// What the zone maps know of column `col` (full-schema index) over `units`, the planned
+/// units of a whole selection, exactly: when every unit is zoned, the units of each zone
+/// add up to the whole zone (the selection takes it whole), and every zone is mapped.
+/// The zones' statistics come back combined: the extrema of the zones that hold values
+/// (`None` when one of them has unknown extrema, or none holds a value), and the nulls.
+pub fn zone_map_column(
     maps: &ZoneMaps,
     col: usize,
     units: &[ZonedUnit],
-) -> Option<(ScalarValue, ScalarValue)> {
+) -> Option<(Option<(ScalarValue, ScalarValue)>, u64)> {
     // Zone → (rows of its units, rows of the zone), in the units' order.
     let mut zones: Vec<(u64, u64, u64)> = Vec::new();
     for u in units {
@@ -206,7 +314,11 @@ pub fn zone_map_extrema(
             _ => zones.push((u.zone, u.unit.rows(), u.zone_rows)),
         }
     }
-    let mut out: Option<(ScalarValue, ScalarValue)> = None;
+    if zones.is_empty() {
+        return None;
+    }
+    let mut combined = PieceExtrema::NoValue;
+    let mut nulls = 0u64;
     let mut seen = HashSet::new();
     let map = maps.lock();
     for (zone, rows, zone_rows) in zones {
@@ -214,13 +326,32 @@ pub fn zone_map_extrema(
         if rows != zone_rows || !seen.insert(zone) {
             return None;
         }
-        let mm = map.get(&(col, zone))?.clone();
-        out = Some(match out {
-            None => mm,
-            Some(acc) => widen(acc, mm)?,
-        });
+        let stats = map.get(&(col, zone))?;
+        nulls += stats.nulls;
+        let extrema = match (&stats.extrema, stats.values) {
+            (_, 0) => PieceExtrema::NoValue,
+            (Some((lo, hi)), _) => PieceExtrema::Known(lo.clone(), hi.clone()),
+            (None, _) => PieceExtrema::Unknown,
+        };
+        combined = combined.merge(extrema);
     }
-    out
+    let extrema = match combined {
+        PieceExtrema::Known(lo, hi) => Some((lo, hi)),
+        _ => None,
+    };
+    Some((extrema, nulls))
+}
+
+/// The exact minimum and maximum of column `col` over `units` from the zone maps
+/// ([`zone_map_column`]). A zone's extrema are DataFusion's own `min`/`max` of its values
+/// (nulls left out; a zone holding NaN or long strings has none), and zones combine by
+/// the same order, so these are what a scan would give.
+pub fn zone_map_extrema(
+    maps: &ZoneMaps,
+    col: usize,
+    units: &[ZonedUnit],
+) -> Option<(ScalarValue, ScalarValue)> {
+    zone_map_column(maps, col, units)?.0
 }
 
 /// [`extrema`] of a column of a type the fused aggregates fold
@@ -352,8 +483,9 @@ struct UnitStatistics {
     containers: usize,
     min: HashMap<String, ArrayRef>,
     max: HashMap<String, ArrayRef>,
-    /// Columns that hold no nulls (coordinates, non-nullable values).
-    never_null: HashSet<String>,
+    /// Per column, the nulls of each unit (null where unknown): zeros for columns that
+    /// hold none (coordinates, non-nullable values), else from the zone maps.
+    nulls: HashMap<String, ArrayRef>,
     /// Rows of each unit.
     rows: ArrayRef,
 }
@@ -369,10 +501,9 @@ impl PruningStatistics for UnitStatistics {
         self.containers
     }
     fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
-        // `x IS NULL OR x > t` (a TopK's threshold) prunes only when no nulls are known.
-        self.never_null
-            .contains(column.name())
-            .then(|| Arc::new(UInt64Array::from(vec![0u64; self.containers])) as ArrayRef)
+        // `x IS NULL OR x > t` (a `DESC` TopK's threshold) prunes only where the nulls are
+        // known; `x > t` prunes a unit of nulls alone.
+        self.nulls.get(column.name()).cloned()
     }
     fn row_counts(&self) -> Option<ArrayRef> {
         Some(Arc::clone(&self.rows))
@@ -380,6 +511,29 @@ impl PruningStatistics for UnitStatistics {
     fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
         None
     }
+}
+
+/// The nulls of column `col` in each of `units`, null where unknown: none when the
+/// column is not `nullable`, else what the zone maps say ([`ZoneStats::unit_nulls`]).
+/// `None` when no unit's count is known.
+fn units_nulls(
+    nullable: bool,
+    col: usize,
+    units: &[ZonedUnit],
+    zone_maps: Option<&ZoneMaps>,
+) -> Option<ArrayRef> {
+    let nulls: UInt64Array = match nullable {
+        false => units.iter().map(|_| Some(0)).collect(),
+        true => units
+            .iter()
+            .map(|u| {
+                let zoned = u.zone_rows > 0;
+                let stats = zone_maps.filter(|_| zoned)?.get(col, u.zone)?;
+                stats.unit_nulls(u.unit.rows())
+            })
+            .collect(),
+    };
+    (nulls.null_count() < nulls.len()).then(|| Arc::new(nulls) as ArrayRef)
 }
 
 /// Per-unit extrema of one column, `None` where unknown.
@@ -407,7 +561,7 @@ pub async fn prune_units(
         containers: units.len(),
         min: HashMap::new(),
         max: HashMap::new(),
-        never_null: HashSet::new(),
+        nulls: HashMap::new(),
         rows: Arc::new(UInt64Array::from_iter_values(
             units.iter().map(|u| u.unit.rows()),
         )),
@@ -423,8 +577,12 @@ pub async fn prune_units(
         let Ok(col) = schema.index_of(&name) else {
             continue;
         };
-        if !schema.field(col).is_nullable() {
-            stats.never_null.insert(name.clone());
+        let nullable = schema.field(col).is_nullable();
+        if let Some(nulls) = units_nulls(nullable, col, &units, zone_maps) {
+            stats.nulls.insert(name.clone(), nulls);
+            if nullable {
+                sources.insert("zone_map");
+            }
         }
         let ex = column_extrema(ds, schema, col, &units, zone_maps, summaries, &mut sources)
             .await
@@ -446,7 +604,7 @@ pub async fn prune_units(
     let mut sources: Vec<_> = sources.into_iter().collect();
     sources.sort();
     report.sources = sources;
-    if stats.min.is_empty() {
+    if stats.min.is_empty() && stats.nulls.is_empty() {
         return Ok((units, report));
     }
     let keep = predicate.prune(&stats)?;
@@ -468,7 +626,7 @@ async fn column_extrema(
     summaries: &SummaryCache,
     sources: &mut HashSet<&'static str>,
 ) -> crate::Result<Extrema> {
-    let cached = |zone: u64| zone_maps.and_then(|z| z.get(col, zone));
+    let cached = |zone: u64| zone_maps.and_then(|z| z.extrema(col, zone));
     let mut out: Extrema = Vec::with_capacity(units.len());
     match ds {
         Dataset::Array(a) => {
@@ -647,6 +805,143 @@ mod tests {
         ScalarValue::Float64(Some(v))
     }
 
+    /// A zone of 10 rows with extrema `lo..=hi` and `nulls` nulls.
+    fn known(lo: f64, hi: f64, nulls: u64) -> ZoneStats {
+        ZoneStats {
+            extrema: Some((f(lo), f(hi))),
+            nulls,
+            values: 10 - nulls,
+        }
+    }
+
+    fn float_batch(values: &[Option<f64>]) -> ArrayRef {
+        Arc::new(arrow::array::Float64Array::from(values.to_vec()))
+    }
+
+    #[test]
+    fn zones_count_nulls_over_their_pieces() {
+        let maps = ZoneMaps::default();
+        let mut acc = None;
+        // Zone 0 (10 rows) in three pieces: values, nulls alone, values with a null.
+        let pieces = [
+            (0..4, vec![Some(2.0), Some(-1.0), Some(7.5), Some(0.0)]),
+            (4..6, vec![None, None]),
+            (6..10, vec![Some(3.0), None, Some(9.0), Some(-4.0)]),
+        ];
+        for (rows, vals) in pieces {
+            let b = float_batch(&vals);
+            ZoneAccumulator::add(&mut acc, &maps, None, &unit(0, rows, 10), &[1], &[&b]);
+        }
+        assert!(acc.is_none());
+        assert_eq!(
+            maps.get(1, 0),
+            Some(ZoneStats {
+                extrema: Some((f(-4.0), f(9.0))),
+                nulls: 3,
+                values: 7
+            })
+        );
+        // A zone of nulls alone is mapped (its extrema unknown, its values none); one
+        // with a NaN keeps its counts.
+        let b = float_batch(&[None; 5]);
+        ZoneAccumulator::add(&mut acc, &maps, None, &unit(1, 10..15, 5), &[1], &[&b]);
+        let b = float_batch(&[Some(1.0), Some(f64::NAN), None]);
+        ZoneAccumulator::add(&mut acc, &maps, None, &unit(2, 15..18, 3), &[1], &[&b]);
+        let all_null = maps.get(1, 1).unwrap();
+        assert_eq!(
+            (&all_null.extrema, all_null.nulls, all_null.values),
+            (&None, 5, 0)
+        );
+        let nan = maps.get(1, 2).unwrap();
+        assert_eq!((&nan.extrema, nan.nulls, nan.values), (&None, 1, 2));
+        // What a unit inside each zone is known to hold.
+        assert_eq!(known(0.0, 1.0, 0).unit_nulls(4), Some(0));
+        assert_eq!(maps.get(1, 0).unwrap().unit_nulls(4), None);
+        assert_eq!(all_null.unit_nulls(3), Some(3));
+        // Over the whole table: the extrema of the zones holding values, every null.
+        let units = [unit(0, 0..10, 10), unit(1, 10..15, 5)];
+        assert_eq!(
+            zone_map_column(&maps, 1, &units),
+            Some((Some((f(-4.0), f(9.0))), 8))
+        );
+        assert_eq!(zone_map_column(&maps, 1, &units[1..]), Some((None, 5)));
+        let with_nan = [unit(0, 0..10, 10), unit(2, 15..18, 3)];
+        assert_eq!(zone_map_column(&maps, 1, &with_nan), Some((None, 4)));
+    }
+
+    #[test]
+    fn null_counts_prune_a_descending_topk_threshold() {
+        use datafusion::logical_expr::Operator;
+        use datafusion::physical_expr::expressions::{BinaryExpr, IsNullExpr, col, lit};
+        let schema = Arc::new(Schema::new(vec![arrow::datatypes::Field::new(
+            "x",
+            DataType::Float64,
+            true,
+        )]));
+        let x = col("x", &schema).unwrap();
+        // DataFusion's TopK filter for `ORDER BY x DESC` (NULLS FIRST) once its heap
+        // holds 5.0, and a plain comparison.
+        let topk: Arc<dyn datafusion::physical_expr::PhysicalExpr> = Arc::new(BinaryExpr::new(
+            Arc::new(IsNullExpr::new(Arc::clone(&x))),
+            Operator::Or,
+            Arc::new(BinaryExpr::new(Arc::clone(&x), Operator::Gt, lit(5.0f64))),
+        ));
+        let gt: Arc<dyn datafusion::physical_expr::PhysicalExpr> =
+            Arc::new(BinaryExpr::new(x, Operator::Gt, lit(5.0f64)));
+        let maps = ZoneMaps::default();
+        maps.insert(0, 0, known(0.0, 4.0, 0)); // no null, below: pruned
+        maps.insert(0, 1, known(0.0, 4.0, 2)); // nulls: kept
+        maps.insert(0, 2, known(0.0, 9.0, 0)); // above: kept
+        maps.insert(
+            0,
+            3,
+            ZoneStats {
+                extrema: None,
+                nulls: 10,
+                values: 0,
+            },
+        ); // nulls alone: kept for the TopK, pruned for `x > 5`
+        let units: Vec<ZonedUnit> = (0..5).map(|z| unit(z, z * 10..z * 10 + 10, 10)).collect();
+        let ex: Extrema = units.iter().map(|u| maps.extrema(0, u.zone)).collect();
+        let side = |pick: fn(&(ScalarValue, ScalarValue)) -> &ScalarValue| {
+            ScalarValue::iter_to_array(ex.iter().map(|e| {
+                e.as_ref()
+                    .map_or(ScalarValue::Float64(None), |p| pick(p).clone())
+            }))
+            .unwrap()
+        };
+        let stats = UnitStatistics {
+            containers: units.len(),
+            min: HashMap::from([("x".to_string(), side(|p| &p.0))]),
+            max: HashMap::from([("x".to_string(), side(|p| &p.1))]),
+            nulls: HashMap::from([(
+                "x".to_string(),
+                units_nulls(true, 0, &units, Some(&maps)).unwrap(),
+            )]),
+            rows: Arc::new(UInt64Array::from(vec![10u64; 5])),
+        };
+        let kept = |expr: &Arc<dyn datafusion::physical_expr::PhysicalExpr>| -> Vec<u64> {
+            let p = datafusion::physical_optimizer::pruning::PruningPredicateBuilder::new()
+                .with_file_schema(Arc::clone(&schema))
+                .build(Arc::clone(expr))
+                .unwrap();
+            let keep = p.prune(&stats).unwrap();
+            units
+                .iter()
+                .zip(keep)
+                .filter(|(_, k)| *k)
+                .map(|(u, _)| u.zone)
+                .collect()
+        };
+        // Zone 4 is not mapped: kept by both.
+        assert_eq!(kept(&topk), vec![1, 2, 3, 4]);
+        assert_eq!(kept(&gt), vec![2, 4]);
+        // Not nullable: no null anywhere, mapped or not.
+        let none = units_nulls(false, 0, &units, None).unwrap();
+        assert_eq!(none.null_count(), 0);
+        assert!(units_nulls(true, 0, &units, None).is_none());
+    }
+
     #[test]
     fn keyed_extrema_match_datafusion_min_max() {
         use arrow::array::{Float32Array, Float64Array, Int8Array, UInt64Array};
@@ -728,9 +1023,9 @@ mod tests {
     #[test]
     fn zone_map_extrema_need_every_zone_whole_and_mapped() {
         let maps = ZoneMaps::default();
-        maps.insert(1, 0, (f(0.0), f(5.0)));
-        maps.insert(1, 1, (f(-0.0), f(2.0)));
-        maps.insert(1, 2, (f(-3.5), f(1.0)));
+        maps.insert(1, 0, known(0.0, 5.0, 0));
+        maps.insert(1, 1, known(-0.0, 2.0, 3));
+        maps.insert(1, 2, known(-3.5, 1.0, 0));
         // Zones 0..3 of 10 rows, zone 1 in two units.
         let units = vec![
             unit(0, 0..10, 10),

@@ -9,7 +9,7 @@
 use super::computed::{ComputedColumns, full_schema};
 use super::exec::Blosc2Exec;
 use super::prune::{
-    PruneReport, SummaryCache, ZoneMaps, exact_extrema, prune_units, zone_map_extrema,
+    PruneReport, SummaryCache, ZoneMaps, exact_extrema, prune_units, zone_map_column,
 };
 use super::pushdown;
 use super::text_filters::logical_text_matches;
@@ -325,19 +325,20 @@ impl Blosc2Table {
                 .map(ZonedUnit::unzoned)
                 .collect()
         };
-        // Exact extrema of the projected value columns from the zone maps, when the
-        // scan takes the whole array or table and earlier scans mapped every zone:
-        // `min`/`max` are then answered without a scan.
+        // Exact extrema and null counts of the projected value columns from the zone
+        // maps, when the scan takes the whole array or table and earlier scans mapped
+        // every zone: `min`, `max` and `count(x)` are then answered without a scan.
         let wanted: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.stored.fields().len()).collect(),
         };
         let whole = sel.len() == shape.iter().product::<u64>();
-        let mapped: Vec<(usize, (ScalarValue, ScalarValue))> = match &self.zone_maps {
+        type Mapped = (usize, (Option<(ScalarValue, ScalarValue)>, u64));
+        let mapped: Vec<Mapped> = match &self.zone_maps {
             Some(zm) if whole && zoned => wanted
                 .iter()
                 .filter(|&&c| c >= dims.len())
-                .filter_map(|&c| zone_map_extrema(zm, c, &units).map(|mm| (c, mm)))
+                .filter_map(|&c| zone_map_column(zm, c, &units).map(|m| (c, m)))
                 .collect(),
             _ => Vec::new(),
         };
@@ -356,11 +357,14 @@ impl Blosc2Table {
             None => (units, PruneReport::default()),
         };
         let mut stats = self.statistics_for(&sel);
-        for (col, (lo, hi)) in mapped {
+        for (col, (extrema, nulls)) in mapped {
             let c = &mut stats.column_statistics[col];
-            *c = std::mem::take(c)
-                .with_min_value(Precision::Exact(lo))
-                .with_max_value(Precision::Exact(hi));
+            *c = std::mem::take(c).with_null_count(Precision::Exact(nulls as usize));
+            if let Some((lo, hi)) = extrema {
+                *c = std::mem::take(c)
+                    .with_min_value(Precision::Exact(lo))
+                    .with_max_value(Precision::Exact(hi));
+            }
         }
         if let Dataset::Table(t) = &*self.ds {
             // Exact extrema from SUMMARY sidecars: `min`/`max` answered without a scan.

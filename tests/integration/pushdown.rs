@@ -1069,3 +1069,155 @@ async fn zones_split_between_partitions_are_mapped() {
         );
     }
 }
+
+/// Zone maps count each zone's nulls (ctable/sparse-nulls.b2d: `x` null in all of one
+/// block and in two rows of two others, `y` nullable without a null, `name` a vlstring
+/// null in all of one block). Once a scan mapped the zones, `x IS NULL` skips the zones
+/// holding none, `x IS NOT NULL` the zone of nulls alone, a descending TopK on `y` (`y IS NULL OR
+/// y > t`) the zones under its threshold, and `count(x)` is answered without a scan.
+/// Every answer matches the table's values and the same query with pruning off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zone_maps_count_nulls() {
+    use datafusion::arrow::array::Float64Array;
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_batch_size(100));
+    register_pruned_and_plain(&ctx, "sn", "ctable/sparse-nulls.b2d").await;
+    let want = crate::util::expected_json("tables.json");
+    let cols = &want["ctable/sparse-nulls.b2d"]["columns"];
+    let ids: Vec<i64> = cols["id"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    let xs: Vec<Option<f64>> = cols["x"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64())
+        .collect();
+    let ys: Vec<i64> = cols["y"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    let names: Vec<Option<&str>> = cols["name"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str())
+        .collect();
+    let pruned_units = |plan: &str| -> usize {
+        let at = plan.find("value_pruning=pruned ").map(|i| i + 21);
+        at.and_then(|i| plan[i..].split('/').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let ints = |sql: String| {
+        let ctx = ctx.clone();
+        async move { int_rows(&ctx.sql(&sql).await.unwrap().collect().await.unwrap()) }
+    };
+
+    // Before any scan nothing is known of the nulls: nothing pruned.
+    let plan = explain(&ctx, "SELECT id FROM sn WHERE x IS NULL").await;
+    assert_eq!(pruned_units(&plan), 0, "{plan}");
+    // A full scan maps every zone of every column.
+    let all = ctx
+        .sql("SELECT * FROM sn")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(all.iter().map(|b| b.num_rows()).sum::<usize>(), ids.len());
+
+    // `x IS NULL`: the three zones holding nulls are read, the other nine are not.
+    let expect: Vec<Vec<i64>> = ids
+        .iter()
+        .zip(&xs)
+        .filter(|(_, x)| x.is_none())
+        .map(|(&i, _)| vec![i])
+        .collect();
+    for t in ["sn", "sn_plain"] {
+        let got = ints(format!("SELECT id FROM {t} WHERE x IS NULL ORDER BY id")).await;
+        assert_eq!(got, expect, "{t}");
+    }
+    let plan = explain(&ctx, "SELECT id FROM sn WHERE x IS NULL").await;
+    assert_eq!(pruned_units(&plan), 9, "{plan}");
+    // `x IS NOT NULL` skips the zone of nulls alone; so does `x > v`, whatever its
+    // SUMMARY says of the values.
+    let plan = explain(&ctx, "SELECT id FROM sn WHERE x IS NOT NULL").await;
+    assert_eq!(pruned_units(&plan), 1, "{plan}");
+    let plan = explain(&ctx, "SELECT id FROM sn WHERE name IS NULL").await;
+    assert_eq!(pruned_units(&plan), 11, "{plan}");
+    let expect: Vec<Vec<i64>> = ids
+        .iter()
+        .zip(&names)
+        .filter(|(_, n)| n.is_none())
+        .map(|(&i, _)| vec![i])
+        .collect();
+    for t in ["sn", "sn_plain"] {
+        let got = ints(format!("SELECT id FROM {t} WHERE name IS NULL ORDER BY id")).await;
+        assert_eq!(got, expect, "{t}");
+    }
+
+    // `count(x)`, `count(name)`: from the statistics, no scan.
+    let sql = "SELECT count(x), count(name), count(y) FROM sn";
+    let plan = explain(&ctx, sql).await;
+    assert!(!plan.contains("Blosc2Exec"), "{plan}");
+    let count = |v: usize| v as i64;
+    let expect = vec![vec![
+        count(xs.iter().flatten().count()),
+        count(names.iter().flatten().count()),
+        count(ys.len()),
+    ]];
+    assert_eq!(ints(sql.into()).await, expect);
+    assert_eq!(
+        ints("SELECT count(x), count(name), count(y) FROM sn_plain".into()).await,
+        expect
+    );
+    // `min`/`max` of a column with nulls, from the zones holding values.
+    let sql = "SELECT min(x), max(x) FROM sn";
+    assert!(!explain(&ctx, sql).await.contains("Blosc2Exec"));
+    let b = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let (lo, hi) = (
+        b[0].column(0)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap()
+            .value(0),
+        b[0].column(1)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap()
+            .value(0),
+    );
+    let vals: Vec<f64> = xs.iter().flatten().copied().collect();
+    assert_eq!(lo, vals.iter().copied().fold(f64::INFINITY, f64::min));
+    assert_eq!(hi, vals.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+
+    // A descending TopK on `y` (nulls first, none stored): one partition reads the zones
+    // in order, and skips those whose maximum is under the heap's threshold.
+    let sql = "SELECT id, CAST(y AS BIGINT) AS y64 FROM sn ORDER BY y DESC, id LIMIT 4";
+    let mut rows: Vec<(i64, i64)> = ids.iter().copied().zip(ys.iter().copied()).collect();
+    rows.sort_by_key(|&(i, y)| (std::cmp::Reverse(y), i));
+    let expect: Vec<Vec<i64>> = rows[..4].iter().map(|&(i, y)| vec![i, y]).collect();
+    let (got, pruned) = run_dynamic(&ctx, sql, true, 1).await;
+    assert_eq!(int_rows(&got), expect, "{sql}");
+    assert!(pruned > 0, "{sql}: no unit skipped");
+    let (plain, _) = run_dynamic(&ctx, &sql.replace("sn ", "sn_plain "), false, 2).await;
+    assert_eq!(int_rows(&plain), expect, "{sql}: plain");
+    // Descending on `x`, nulls first: the nulls, then the largest values.
+    let sql = "SELECT id FROM sn ORDER BY x DESC, id LIMIT 260";
+    let mut order: Vec<(Option<f64>, i64)> = xs.iter().copied().zip(ids.iter().copied()).collect();
+    order.sort_by(|a, b| match (a.0, b.0) {
+        (None, None) => a.1.cmp(&b.1),
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (Some(p), Some(q)) => q.total_cmp(&p).then(a.1.cmp(&b.1)),
+    });
+    let expect: Vec<Vec<i64>> = order[..260].iter().map(|&(_, i)| vec![i]).collect();
+    for t in ["sn", "sn_plain"] {
+        let (got, _) = run_dynamic(&ctx, &sql.replace("sn ", &format!("{t} ")), true, 2).await;
+        assert_eq!(int_rows(&got), expect, "{t}");
+    }
+}
