@@ -514,22 +514,43 @@ impl PruningStatistics for UnitStatistics {
 }
 
 /// The nulls of column `col` in each of `units`, null where unknown: none when the
-/// column is not `nullable`, else what the zone maps say ([`ZoneStats::unit_nulls`]).
-/// `None` when no unit's count is known.
+/// column is not `nullable`; else what the zone maps say ([`ZoneStats::unit_nulls`]), or
+/// every row where the column's SUMMARY sidecar flags each segment a unit spans as all
+/// null (deleted rows count there too, as in [`ZoneStats::unit_nulls`]). `None` when no
+/// unit's count is known. The sources used go into `sources`.
 fn units_nulls(
     nullable: bool,
     col: usize,
     units: &[ZonedUnit],
     zone_maps: Option<&ZoneMaps>,
+    summary: Option<&ColumnSummary>,
+    sources: &mut HashSet<&'static str>,
 ) -> Option<ArrayRef> {
+    let all_null = |u: &ZonedUnit| -> Option<u64> {
+        let (ScanUnit::Rows(rows), Some(s)) = (&u.unit, summary) else {
+            return None;
+        };
+        let mut segs = s.segments_for(rows.start, rows.end);
+        let flagged = rows.end <= s.rows
+            && !segs.is_empty()
+            && segs.all(|i| s.flags(i) & crate::array::summary::FLAG_ALL_NULL != 0);
+        flagged.then(|| u.unit.rows())
+    };
     let nulls: UInt64Array = match nullable {
         false => units.iter().map(|_| Some(0)).collect(),
         true => units
             .iter()
             .map(|u| {
                 let zoned = u.zone_rows > 0;
-                let stats = zone_maps.filter(|_| zoned)?.get(col, u.zone)?;
-                stats.unit_nulls(u.unit.rows())
+                let mapped = zone_maps.filter(|_| zoned).and_then(|m| m.get(col, u.zone));
+                let from_map = mapped.and_then(|stats| stats.unit_nulls(u.unit.rows()));
+                if from_map.is_some() {
+                    sources.insert("zone_map");
+                    return from_map;
+                }
+                all_null(u).inspect(|_| {
+                    sources.insert("summary");
+                })
             })
             .collect(),
     };
@@ -577,16 +598,27 @@ pub async fn prune_units(
         let Ok(col) = schema.index_of(&name) else {
             continue;
         };
-        let nullable = schema.field(col).is_nullable();
-        if let Some(nulls) = units_nulls(nullable, col, &units, zone_maps) {
-            stats.nulls.insert(name.clone(), nulls);
-            if nullable {
-                sources.insert("zone_map");
-            }
-        }
         let ex = column_extrema(ds, schema, col, &units, zone_maps, summaries, &mut sources)
             .await
             .map_err(super::to_df)?;
+        let nullable = schema.field(col).is_nullable();
+        let summary = match ds {
+            Dataset::Table(t) if nullable => cached_summary(t, col, summaries)
+                .await
+                .map_err(super::to_df)?,
+            _ => None,
+        };
+        let nulls = units_nulls(
+            nullable,
+            col,
+            &units,
+            zone_maps,
+            summary.as_deref(),
+            &mut sources,
+        );
+        if let Some(nulls) = nulls {
+            stats.nulls.insert(name.clone(), nulls);
+        }
         if ex.iter().all(Option::is_none) {
             continue;
         }
@@ -916,7 +948,7 @@ mod tests {
             max: HashMap::from([("x".to_string(), side(|p| &p.1))]),
             nulls: HashMap::from([(
                 "x".to_string(),
-                units_nulls(true, 0, &units, Some(&maps)).unwrap(),
+                units_nulls(true, 0, &units, Some(&maps), None, &mut HashSet::new()).unwrap(),
             )]),
             rows: Arc::new(UInt64Array::from(vec![10u64; 5])),
         };
@@ -937,9 +969,9 @@ mod tests {
         assert_eq!(kept(&topk), vec![1, 2, 3, 4]);
         assert_eq!(kept(&gt), vec![2, 4]);
         // Not nullable: no null anywhere, mapped or not.
-        let none = units_nulls(false, 0, &units, None).unwrap();
+        let none = units_nulls(false, 0, &units, None, None, &mut HashSet::new()).unwrap();
         assert_eq!(none.null_count(), 0);
-        assert!(units_nulls(true, 0, &units, None).is_none());
+        assert!(units_nulls(true, 0, &units, None, None, &mut HashSet::new()).is_none());
     }
 
     #[test]
