@@ -12,7 +12,8 @@
 //! The filters stay with the operators that sent them (reported not pushed down): a kept
 //! unit's rows are still filtered there, so skipping only ever saves work.
 
-use super::prune::{PruneReport, SummaryCache, ZoneMaps, prune_units};
+use super::prune::{PruneReport, SummaryCache, prune_units};
+use super::zone_maps::ZoneMaps;
 use crate::array::ndarray::ReadStats;
 use crate::arrow_reader::reader::{BatchReader, ScanUnit};
 use crate::arrow_reader::zones::ZonedUnit;
@@ -423,7 +424,14 @@ impl Probe {
         })
     }
 
-    /// The unit's batch, or `None` when no row of its filter columns passes `dynamic`.
+    /// The columns read first (full-schema indices), in the order of the batches
+    /// [`Probe::read`] returns them.
+    pub fn first_columns(&self) -> &[usize] {
+        self.first.projection()
+    }
+
+    /// The unit's batch, or `None` when no row of its filter columns passes `dynamic`;
+    /// and the batch of its filter columns ([`Probe::first_columns`]), read either way.
     ///
     /// # Errors
     /// Reading or decoding, evaluating a filter.
@@ -432,10 +440,10 @@ impl Probe {
         dynamic: &DynamicPruning,
         unit: &ScanUnit,
         st: &mut ReadStats,
-    ) -> Result<Option<RecordBatch>> {
+    ) -> Result<(Option<RecordBatch>, RecordBatch)> {
         let first = self.first.read(unit, st).await.map_err(super::to_df)?;
         if !dynamic.any_row_passes(&first)? {
-            return Ok(None);
+            return Ok((None, first));
         }
         let rest = self.rest.read(unit, st).await.map_err(super::to_df)?;
         if rest.num_rows() != first.num_rows() {
@@ -451,10 +459,7 @@ impl Probe {
             .map(|&(f, i)| Arc::clone(if f { first.column(i) } else { rest.column(i) }))
             .collect();
         let opts = RecordBatchOptions::new().with_row_count(Some(first.num_rows()));
-        Ok(Some(RecordBatch::try_new_with_options(
-            Arc::clone(&self.schema),
-            cols,
-            &opts,
-        )?))
+        let batch = RecordBatch::try_new_with_options(Arc::clone(&self.schema), cols, &opts)?;
+        Ok((Some(batch), first))
     }
 }

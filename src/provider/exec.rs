@@ -4,14 +4,14 @@
 //! all work. Metrics show what was read and skipped.
 
 use super::dynamic::{DynamicPruning, Probe, descending_coordinate};
-use super::prune::{PruneReport, SummaryCache, ZoneAccumulator, ZoneMaps};
+use super::prune::{PruneReport, SummaryCache};
 use super::work::{ExecutionUnits, UnitSource};
+use super::zone_maps::{ZoneMaps, ZoneRecorder};
 use crate::array::ndarray::ReadStats;
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
 use crate::dataset::Dataset;
-use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
 use datafusion::common::config::ConfigOptions;
@@ -434,33 +434,36 @@ impl ExecutionPlan for Blosc2Exec {
         }
         let batch_size = self.batch_size;
         let limit = self.limit;
-        // The produced columns that hold values (not dims): output position, full index.
-        let record = self.reader.value_columns();
-        let zone_maps = self.zone_maps.clone().filter(|_| !record.is_empty());
-        let record_cols: Arc<Vec<usize>> = Arc::new(record.iter().map(|&(_, f)| f).collect());
-        let record = Arc::new(record);
         let dynamic = self.dynamic.clone();
         let probe = self
             .dynamic
             .as_deref()
             .and_then(|d| Probe::new(&self.ds, &self.reader, d))
             .map(Arc::new);
+        // The produced columns that hold values (not dims): output position, full index.
+        let record = self.reader.value_columns();
+        let recorder = match &self.zone_maps {
+            Some(maps) if !record.is_empty() => Some(ZoneRecorder::new(
+                Arc::clone(maps),
+                pieces,
+                &record,
+                probe.as_deref().map_or(&[], Probe::first_columns),
+            )),
+            _ => None,
+        };
         let release = self
             .release
             .as_ref()
             .map(|live| ReleaseWhenDone::new(&self.ds, live));
-        let stream =
-            futures::stream::unfold((units, 0usize, None), move |(mut it, produced, mut acc)| {
+        let stream = futures::stream::unfold(
+            (units, 0usize, recorder),
+            move |(mut it, produced, mut rec)| {
                 // Dropped with the stream.
                 let _ = &release;
                 let reader = reader.clone();
                 let probe = probe.clone();
                 let dynamic = dynamic.clone();
                 let pruned_dynamic = units_pruned_dynamic.clone();
-                let zone_maps = zone_maps.clone();
-                let pieces = Arc::clone(&pieces);
-                let record = Arc::clone(&record);
-                let record_cols = Arc::clone(&record_cols);
                 let (cr, cs, bd, bs, bf, dt) = (
                     chunks_read.clone(),
                     chunks_special.clone(),
@@ -477,8 +480,8 @@ impl ExecutionPlan for Blosc2Exec {
                     };
                     let Some(mut unit) = next else {
                         // A zone this partition read in part goes to its execution.
-                        if let Some(zm) = &zone_maps {
-                            ZoneAccumulator::leave(&mut acc, zm, Some(&pieces), &record_cols);
+                        if let Some(rec) = &mut rec {
+                            rec.finish();
                         }
                         return None;
                     };
@@ -502,7 +505,14 @@ impl ExecutionPlan for Blosc2Exec {
                         Ok(true) => {
                             let timer = dt.timer();
                             let r = match (&probe, &dynamic) {
-                                (Some(p), Some(d)) => p.read(d, &unit.unit, &mut st).await,
+                                (Some(p), Some(d)) => {
+                                    p.read(d, &unit.unit, &mut st).await.map(|(b, first)| {
+                                        if let Some(rec) = &mut rec {
+                                            rec.first(&unit, &first);
+                                        }
+                                        b
+                                    })
+                                }
                                 _ => reader
                                     .read(&unit.unit, &mut st)
                                     .await
@@ -523,21 +533,12 @@ impl ExecutionPlan for Blosc2Exec {
                         Ok(None) => {
                             pruned_dynamic.add(1);
                             let none: Vec<Result<_>> = Vec::new();
-                            return Some((futures::stream::iter(none), (it, produced, acc)));
+                            return Some((futures::stream::iter(none), (it, produced, rec)));
                         }
                         Err(e) => Err(e),
                     };
-                    if let (Ok(b), Some(zm)) = (&res, &zone_maps) {
-                        let values: Vec<&ArrayRef> =
-                            record.iter().map(|&(i, _)| b.column(i)).collect();
-                        ZoneAccumulator::add(
-                            &mut acc,
-                            zm,
-                            Some(&pieces),
-                            &unit,
-                            &record_cols,
-                            &values,
-                        );
+                    if let (Ok(b), Some(rec)) = (&res, &mut rec) {
+                        rec.batch(&unit, b);
                     }
                     match res {
                         Ok(b) => {
@@ -548,7 +549,7 @@ impl ExecutionPlan for Blosc2Exec {
                                 .step_by(batch_size)
                                 .map(|o| Ok(b.slice(o, batch_size.min(b.num_rows() - o))))
                                 .collect();
-                            Some((futures::stream::iter(pieces), (it, produced + take, acc)))
+                            Some((futures::stream::iter(pieces), (it, produced + take, rec)))
                         }
                         Err(e) => Some((
                             futures::stream::iter(vec![Err(e)]),
@@ -556,9 +557,10 @@ impl ExecutionPlan for Blosc2Exec {
                         )),
                     }
                 }
-            })
-            .flatten()
-            .filter(|r| futures::future::ready(!matches!(r, Ok(b) if b.num_rows() == 0)));
+            },
+        )
+        .flatten()
+        .filter(|r| futures::future::ready(!matches!(r, Ok(b) if b.num_rows() == 0)));
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.reader.schema(),
             stream,

@@ -9,10 +9,11 @@
 //! itself is [`super::source::Blosc2Source`].
 
 use super::listed::{ListedFiles, LocalReads, open_columns};
-use super::prune::{SummaryCache, ZoneMaps, exact_extrema};
+use super::prune::{SummaryCache, exact_extrema};
 use super::source::Blosc2Source;
 use super::table::Blosc2Table;
 use super::to_df;
+use super::zone_maps::ZoneMaps;
 use crate::arrow_reader::schema::dataset_schema;
 use crate::dataset::Dataset;
 use arrow::datatypes::{Schema, SchemaRef};

@@ -20,6 +20,7 @@ pub mod table;
 mod text_filters;
 mod work;
 mod wrapping_cast;
+pub mod zone_maps;
 
 pub use aggregate::{Blosc2AggregateExec, Blosc2AggregatePushdown};
 pub use exec::Blosc2Exec;

@@ -21,9 +21,9 @@
 use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box};
 use super::format::FileZoneMaps;
 use super::listed::{ListedFiles, Opened, open_columns};
-use super::prune::{ZoneAccumulator, ZoneMaps};
 use super::text_filters::physical_text_matches;
 use super::to_df;
+use super::zone_maps::{ZoneMaps, ZoneRecorder};
 use crate::array::ndarray::ReadStats;
 use crate::arrow_reader::reader::{BatchReader, Selection};
 use crate::arrow_reader::schema::dataset_schema;
@@ -132,8 +132,11 @@ struct FileScan {
     schema: SchemaRef,
     /// The file's zone maps, and the value columns recorded in them: positions in the
     /// reader's batch and dataset column indices.
-    zone_maps: Option<(Arc<ZoneMaps>, Vec<usize>, Vec<usize>)>,
+    zone_maps: Option<(Arc<ZoneMaps>, RecordedColumns)>,
 }
+
+/// Value columns recorded in zone maps: (position in the batch, dataset column index).
+type RecordedColumns = Vec<(usize, usize)>;
 
 impl FileOpener for Blosc2Opener {
     fn open(&self, file: PartitionedFile) -> Result<FileOpenFuture> {
@@ -283,10 +286,10 @@ impl FileScan {
         let probe = dynamic.then(|| Probe::new(ds, &reader, &pruning)).flatten();
         // Values only: an array's coordinates have exact statistics already. Batches that
         // text matches filtered no longer hold whole zones.
-        let (at, cols): (Vec<usize>, Vec<usize>) = reader.value_columns().into_iter().unzip();
+        let record = reader.value_columns();
         let zone_maps = zone_maps
-            .filter(|_| !cols.is_empty() && !matched)
-            .map(|z| (z, at, cols));
+            .filter(|_| !record.is_empty() && !matched)
+            .map(|z| (z, record));
         Ok(FileScan {
             reader,
             probe,
@@ -307,9 +310,14 @@ impl FileScan {
         limit: Option<usize>,
         metrics: OpenerMetrics,
     ) -> futures::stream::BoxStream<'static, Result<RecordBatch>> {
+        // Zones are not shared between a file's opens: one read in part is not recorded.
+        let recorder = self.zone_maps.as_ref().map(|(maps, record)| {
+            let first = self.probe.as_ref().map_or(&[][..], Probe::first_columns);
+            ZoneRecorder::new(Arc::clone(maps), Arc::default(), record, first)
+        });
         let scan = Arc::new(self);
-        let state = (units.into_iter(), 0usize, None);
-        futures::stream::unfold(state, move |(mut units, produced, mut acc)| {
+        let state = (units.into_iter(), 0usize, recorder);
+        futures::stream::unfold(state, move |(mut units, produced, mut rec)| {
             let scan = Arc::clone(&scan);
             let metrics = metrics.clone();
             async move {
@@ -317,9 +325,9 @@ impl FileScan {
                     return None;
                 }
                 let unit = units.next()?;
-                let batch = match scan.read(&unit, &metrics, &mut acc).await {
+                let batch = match scan.read(&unit, &metrics, &mut rec).await {
                     Ok(Some(b)) => b,
-                    Ok(None) => return Some((Vec::new(), (units, produced, acc))),
+                    Ok(None) => return Some((Vec::new(), (units, produced, rec))),
                     Err(e) => {
                         return Some((vec![Err(e)], (Vec::new().into_iter(), produced, None)));
                     }
@@ -329,7 +337,7 @@ impl FileScan {
                     .step_by(batch_size)
                     .map(|o| Ok(batch.slice(o, batch_size.min(take - o))))
                     .collect();
-                Some((pieces, (units, produced + take, acc)))
+                Some((pieces, (units, produced + take, rec)))
             }
         })
         .flat_map(futures::stream::iter)
@@ -337,12 +345,12 @@ impl FileScan {
     }
 
     /// One unit as the table's columns, or `None` when dynamic filters rule it out; its
-    /// values go into the zone maps through `acc`.
+    /// values go into the zone maps through `rec`.
     async fn read(
         &self,
         unit: &ZonedUnit,
         metrics: &OpenerMetrics,
-        acc: &mut Option<ZoneAccumulator>,
+        rec: &mut Option<ZoneRecorder>,
     ) -> Result<Option<RecordBatch>> {
         let clipped;
         let unit = match self.dynamic {
@@ -361,7 +369,15 @@ impl FileScan {
         let mut st = ReadStats::default();
         let timer = metrics.read_decode_time.timer();
         let read = match &self.probe {
-            Some(p) => p.read(&self.pruning, &unit.unit, &mut st).await,
+            Some(p) => p
+                .read(&self.pruning, &unit.unit, &mut st)
+                .await
+                .map(|(b, first)| {
+                    if let Some(rec) = rec.as_mut() {
+                        rec.first(unit, &first);
+                    }
+                    b
+                }),
             None => self
                 .reader
                 .read(&unit.unit, &mut st)
@@ -378,9 +394,8 @@ impl FileScan {
             metrics.units_pruned_by_dynamic_filters.add(1);
             return Ok(None);
         };
-        if let Some((maps, at, cols)) = &self.zone_maps {
-            let values: Vec<&ArrayRef> = at.iter().map(|&p| batch.column(p)).collect();
-            ZoneAccumulator::add(acc, maps, None, unit, cols, &values);
+        if let Some(rec) = rec.as_mut() {
+            rec.batch(unit, &batch);
         }
         let rows = batch.num_rows();
         let columns: Vec<ArrayRef> = self

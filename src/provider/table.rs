@@ -8,11 +8,10 @@
 
 use super::computed::{ComputedColumns, full_schema};
 use super::exec::Blosc2Exec;
-use super::prune::{
-    PruneReport, SummaryCache, ZoneMaps, exact_extrema, prune_units, zone_map_column,
-};
+use super::prune::{PruneReport, SummaryCache, exact_extrema, prune_units};
 use super::pushdown;
 use super::text_filters::logical_text_matches;
+use super::zone_maps::{ZoneMaps, zone_map_column};
 use crate::arrow_reader::reader::{Selection, plan_units, units_follow_chunks};
 use crate::arrow_reader::schema::dataset_schema;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units};

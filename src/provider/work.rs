@@ -14,7 +14,7 @@
 //! An execution also holds the zones its partitions each read a part of
 //! ([`ZonePieces`]), so that a zone the plan split between partitions is still mapped.
 
-use super::prune::ZonePieces;
+use super::zone_maps::ZonePieces;
 use crate::arrow_reader::zones::ZonedUnit;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -794,6 +794,21 @@ async fn run_dynamic(
     dynamic: bool,
     partitions: usize,
 ) -> (Vec<RecordBatch>, usize) {
+    let (batches, plan) = run_dynamic_plan(ctx, sql, dynamic, partitions).await;
+    let pruned = scan_metric_sum(&plan, "units_pruned_by_dynamic_filters");
+    (batches, pruned)
+}
+
+/// [`run_dynamic`]'s batches, and the plan it ran (with its metrics).
+async fn run_dynamic_plan(
+    ctx: &SessionContext,
+    sql: &str,
+    dynamic: bool,
+    partitions: usize,
+) -> (
+    Vec<RecordBatch>,
+    std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) {
     use datafusion::physical_plan::collect;
     let state = ctx.state();
     let mut config = state.config().clone();
@@ -811,8 +826,7 @@ async fn run_dynamic(
     let batches = collect(std::sync::Arc::clone(&plan), state.task_ctx())
         .await
         .unwrap();
-    let pruned = scan_metric_sum(&plan, "units_pruned_by_dynamic_filters");
-    (batches, pruned)
+    (batches, plan)
 }
 
 /// Tables read their dynamic filters' columns first and decode the others only for units
@@ -1224,4 +1238,33 @@ async fn zone_maps_count_nulls() {
         let (got, _) = run_dynamic(&ctx, &sql.replace("sn ", &format!("{t} ")), true, 2).await;
         assert_eq!(int_rows(&got), expect, "{t}");
     }
+}
+
+/// A descending TopK on a nullable table column maps the zones of the column it orders by
+/// in its first run (the two-step read decodes that column in every unit, rows passing or
+/// not), so that its next run skips the units under its threshold without decoding them:
+/// `z` of ctable/sparse-nulls.b2d, nullable with no null stored, falling from 3000. The
+/// first run reads the first zone whole and then `z` alone in the 11 others; the second
+/// reads the first zone only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topk_first_run_maps_the_zones_it_probes() {
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_batch_size(100));
+    register_pruned_and_plain(&ctx, "sn", "ctable/sparse-nulls.b2d").await;
+    let sql = "SELECT id, z FROM sn ORDER BY z DESC LIMIT 4";
+    let expect = vec![vec![0, 3000], vec![1, 2999], vec![2, 2998], vec![3, 2997]];
+    let (plain, _) = run_dynamic(&ctx, &sql.replace("sn ", "sn_plain "), false, 1).await;
+    assert_eq!(int_rows(&plain), expect);
+    let (first, plan1) = run_dynamic_plan(&ctx, sql, true, 1).await;
+    let (second, plan2) = run_dynamic_plan(&ctx, sql, true, 1).await;
+    assert_eq!(int_rows(&first), expect);
+    assert_eq!(int_rows(&second), expect);
+    let decoded = |p| scan_metric_sum(p, "blocks_decoded");
+    let pruned = |p| scan_metric_sum(p, "units_pruned_by_dynamic_filters");
+    assert_eq!((pruned(&plan1), pruned(&plan2)), (11, 11));
+    assert!(
+        decoded(&plan2) + 11 <= decoded(&plan1),
+        "blocks decoded: {} then {}",
+        decoded(&plan1),
+        decoded(&plan2)
+    );
 }
