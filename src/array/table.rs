@@ -700,6 +700,23 @@ impl Table {
             .await
     }
 
+    /// True when column `col` is open and holds no null although its declaration allows
+    /// them: its nulls live in a `.notnull` mask sidecar that does not exist (python-blosc2
+    /// writes it with the first null), and its values have no null of their own (NaT).
+    pub fn holds_no_null(&self, col: usize) -> bool {
+        let Some(c) = self.column(col) else {
+            return false;
+        };
+        let values_without_null = match &c.storage {
+            ColumnStorage::Fixed(a) => {
+                !matches!(a.dtype, DType::DateTime { .. } | DType::TimeDelta { .. })
+            }
+            ColumnStorage::Utf8 { .. } => true,
+            _ => false,
+        };
+        values_without_null && matches!(c.nulls, NullRule::Mask(None))
+    }
+
     /// The opened columns with their indices.
     pub fn opened_columns(&self) -> impl Iterator<Item = (usize, &TableColumn)> {
         self.opened

@@ -169,7 +169,10 @@ pub async fn prune_units(
         let ex = column_extrema(ds, schema, col, &units, zone_maps, summaries, &mut sources)
             .await
             .map_err(super::to_df)?;
-        let nullable = schema.field(col).is_nullable();
+        // A column without a stored null (an absent mask sidecar) is as good as one
+        // declared without nulls.
+        let nullable = schema.field(col).is_nullable()
+            && !matches!(ds, Dataset::Table(t) if t.holds_no_null(col));
         let summary = match ds {
             Dataset::Table(t) if nullable => cached_summary(t, col, summaries)
                 .await
@@ -336,7 +339,8 @@ async fn cached_summary(
 /// The exact minimum and maximum of column `col` (`schema`'s field) of `t`, from its
 /// SUMMARY sidecar: when no row was deleted (deleted rows still count in the extrema),
 /// the sidecar describes every row, the column holds no nulls (python-blosc2 leaves them
-/// out) and no segment holds a NaN (nor is unusable otherwise).
+/// out; see [`Table::holds_no_null`]) and no segment holds a NaN (nor is unusable
+/// otherwise).
 ///
 /// # Errors
 /// Reading the sidecar.
@@ -346,7 +350,8 @@ pub async fn exact_extrema(
     col: usize,
     summaries: &SummaryCache,
 ) -> crate::Result<Option<(ScalarValue, ScalarValue)>> {
-    if schema.field(col).is_nullable() || t.live_rows != t.physical_rows || t.live_rows == 0 {
+    let nulls = schema.field(col).is_nullable() && !t.holds_no_null(col);
+    if nulls || t.live_rows != t.physical_rows || t.live_rows == 0 {
         return Ok(None);
     }
     let Some(s) = cached_summary(t, col, summaries).await? else {

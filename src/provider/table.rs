@@ -127,12 +127,15 @@ impl Blosc2Table {
     /// Statistics of a selection over the stored columns: exact rows (arrays) and exact
     /// dim ranges.
     pub fn statistics_for(&self, sel: &Selection) -> Statistics {
-        // A non-nullable column holds no nulls.
+        // A non-nullable column holds no nulls; nor does an opened table column without
+        // a stored null.
+        let no_null = |i: usize| matches!(&*self.ds, Dataset::Table(t) if t.holds_no_null(i));
         let mut cols: Vec<ColumnStatistics> = self
             .stored
             .fields()
             .iter()
-            .map(|f| match f.is_nullable() {
+            .enumerate()
+            .map(|(i, f)| match f.is_nullable() && !no_null(i) {
                 true => ColumnStatistics::new_unknown(),
                 false => ColumnStatistics::new_unknown().with_null_count(Precision::Exact(0)),
             })
