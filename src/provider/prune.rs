@@ -398,28 +398,8 @@ fn combine(
 mod tests {
     use super::*;
     use crate::provider::zone_maps::ZoneStats;
+    use crate::provider::zone_maps::test_zones::{known, unit};
     use arrow::datatypes::DataType;
-
-    fn unit(zone: u64, rows: std::ops::Range<u64>, zone_rows: u64) -> ZonedUnit {
-        ZonedUnit {
-            unit: ScanUnit::Rows(rows),
-            zone,
-            zone_rows,
-        }
-    }
-
-    fn f(v: f64) -> ScalarValue {
-        ScalarValue::Float64(Some(v))
-    }
-
-    /// A zone of 10 rows with extrema `lo..=hi` and `nulls` nulls.
-    fn known(lo: f64, hi: f64, nulls: u64) -> ZoneStats {
-        ZoneStats {
-            extrema: Some((f(lo), f(hi))),
-            nulls,
-            values: 10 - nulls,
-        }
-    }
 
     #[test]
     fn null_counts_prune_a_descending_topk_threshold() {

@@ -541,12 +541,14 @@ impl ZoneRecorder {
     }
 }
 
+/// Units and zone statistics for the tests of this module and of [`super::prune`].
 #[cfg(test)]
-mod tests {
+pub(crate) mod test_zones {
     use super::*;
     use crate::arrow_reader::reader::ScanUnit;
 
-    fn unit(zone: u64, rows: std::ops::Range<u64>, zone_rows: u64) -> ZonedUnit {
+    /// A unit of table rows `rows` in `zone` of `zone_rows` rows.
+    pub fn unit(zone: u64, rows: std::ops::Range<u64>, zone_rows: u64) -> ZonedUnit {
         ZonedUnit {
             unit: ScanUnit::Rows(rows),
             zone,
@@ -554,18 +556,26 @@ mod tests {
         }
     }
 
-    fn f(v: f64) -> ScalarValue {
+    /// A `Float64` scalar.
+    pub fn f(v: f64) -> ScalarValue {
         ScalarValue::Float64(Some(v))
     }
 
     /// A zone of 10 rows with extrema `lo..=hi` and `nulls` nulls.
-    fn known(lo: f64, hi: f64, nulls: u64) -> ZoneStats {
+    pub fn known(lo: f64, hi: f64, nulls: u64) -> ZoneStats {
         ZoneStats {
             extrema: Some((f(lo), f(hi))),
             nulls,
             values: 10 - nulls,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_zones::{f, known, unit};
+    use super::*;
+    use crate::arrow_reader::reader::ScanUnit;
 
     fn float_batch(values: &[Option<f64>]) -> ArrayRef {
         Arc::new(arrow::array::Float64Array::from(values.to_vec()))
