@@ -14,6 +14,7 @@ use super::source::Blosc2Source;
 use super::table::Blosc2Table;
 use super::to_df;
 use super::zone_maps::ZoneMaps;
+use crate::array::column_spec::NullDecl;
 use crate::arrow_reader::schema::dataset_schema;
 use crate::dataset::Dataset;
 use arrow::datatypes::{Schema, SchemaRef};
@@ -267,7 +268,8 @@ impl FileFormat for Blosc2Format {
 }
 
 /// A file's statistics over `table_schema`'s columns (matched by name): exact rows, exact
-/// coordinate ranges, zero nulls where a column cannot hold any, and a table's exact
+/// coordinate ranges, zero nulls where a column cannot hold any or holds none (a mask
+/// sidecar never written), and a table's exact
 /// extrema from its SUMMARY sidecars ([`exact_extrema`]); and the dataset, with the
 /// columns those opened.
 async fn file_statistics(ds: Dataset, table_schema: &Schema) -> Result<(Statistics, Arc<Dataset>)> {
@@ -292,6 +294,18 @@ async fn file_statistics(ds: Dataset, table_schema: &Schema) -> Result<(Statisti
             }
         };
         if let Dataset::Table(t) = &**table.dataset() {
+            // A column whose nulls would live in a mask sidecar holds none when the
+            // sidecar is absent (found by opening the column).
+            let masked = t
+                .specs
+                .get(c.0)
+                .is_some_and(|s| matches!(s.nulls, NullDecl::Mask));
+            if masked && f.is_nullable() {
+                t.open_column(c.0).await.map_err(to_df)?;
+                if t.holds_no_null(c.0) {
+                    c.1 = c.1.with_null_count(Precision::Exact(0));
+                }
+            }
             // Opens the column only where its sidecar can give exact extrema.
             if let Some((lo, hi)) = exact_extrema(t, &own, c.0, &summaries)
                 .await

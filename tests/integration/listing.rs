@@ -476,6 +476,32 @@ async fn listing_tables_count_from_statistics() {
     assert!(!plan.contains("DataSourceExec"), "{plan}");
     let plan = explain(&ctx, "SELECT min(k) FROM t").await;
     assert!(plan.contains("DataSourceExec"), "{plan}");
+
+    // Nullable columns: `y` holds no null (python-blosc2 never wrote its mask sidecar),
+    // so its count is a statistic; `x`'s sidecar exists, so its count is scanned.
+    let rel = "ctable/sparse-nulls.b2z";
+    let cols = &v[rel]["columns"];
+    let count = |c: &str| {
+        cols[c]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| !x.is_null())
+            .count()
+    };
+    let ctx = session(2, false);
+    register(&ctx, fixture(rel).to_str().unwrap(), ".b2z", vec![]).await;
+    let sql = "SELECT count(y), count(*) FROM t";
+    let plan = explain(&ctx, sql).await;
+    assert!(!plan.contains("DataSourceExec"), "{plan}");
+    let n = cols["id"].as_array().unwrap().len();
+    assert_eq!(
+        query(&ctx, sql).await,
+        vec![vec![Value::from(count("y")), Value::from(n)]]
+    );
+    let sql = "SELECT count(x) FROM t";
+    assert!(explain(&ctx, sql).await.contains("DataSourceExec"));
+    assert_eq!(query(&ctx, sql).await, vec![vec![Value::from(count("x"))]]);
 }
 
 /// A file that is not a container, and files whose columns disagree: errors that name
