@@ -400,12 +400,133 @@ fn extrema(values: &ArrayRef) -> Option<(ScalarValue, ScalarValue)> {
     if keyed::supported(t) {
         return keyed_extrema(values);
     }
+    if let Some(e) = byte_extrema(values) {
+        return e;
+    }
     general_extrema(values)
 }
 
+/// [`extrema`] of a text or bytes column (`Utf8`, `LargeUtf8`, `Utf8View`, `Binary`,
+/// `BinaryView`) holding some non-null value, in one pass that orders values by their
+/// first four bytes (big-endian, zero-padded: the order of the bytes themselves where
+/// they differ) and compares whole values only where those tie. Values order by their
+/// bytes, as DataFusion's `min`/`max` order them. `None` for other types.
+fn byte_extrema(values: &ArrayRef) -> Option<Option<(ScalarValue, ScalarValue)>> {
+    use arrow::array::AsArray;
+    let found = match values.data_type() {
+        DataType::Utf8 => least_and_greatest(values.as_string::<i32>(), |a, i| {
+            head_key(a.value(i).as_bytes())
+        }),
+        DataType::LargeUtf8 => least_and_greatest(values.as_string::<i64>(), |a, i| {
+            head_key(a.value(i).as_bytes())
+        }),
+        DataType::Binary => {
+            least_and_greatest(values.as_binary::<i32>(), |a, i| head_key(a.value(i)))
+        }
+        DataType::Utf8View => {
+            least_and_greatest(values.as_string_view(), |a, i| view_key(a.views()[i]))
+        }
+        DataType::BinaryView => {
+            least_and_greatest(values.as_binary_view(), |a, i| view_key(a.views()[i]))
+        }
+        _ => return None,
+    };
+    let Some((lo, hi)) = found else {
+        return Some(None); // only nulls
+    };
+    let pair = |lo: ScalarValue, hi: ScalarValue| Some((lo, hi));
+    let e = match values.data_type() {
+        DataType::Utf8 => {
+            let a = values.as_string::<i32>();
+            let s = |i: usize| ScalarValue::Utf8(Some(a.value(i).to_string()));
+            pair(s(lo), s(hi))
+        }
+        DataType::LargeUtf8 => {
+            let a = values.as_string::<i64>();
+            let s = |i: usize| ScalarValue::LargeUtf8(Some(a.value(i).to_string()));
+            pair(s(lo), s(hi))
+        }
+        DataType::Binary => {
+            let a = values.as_binary::<i32>();
+            let s = |i: usize| ScalarValue::Binary(Some(a.value(i).to_vec()));
+            pair(s(lo), s(hi))
+        }
+        DataType::Utf8View => {
+            let a = values.as_string_view();
+            let s = |i: usize| ScalarValue::Utf8View(Some(a.value(i).to_string()));
+            pair(s(lo), s(hi))
+        }
+        _ => {
+            let a = values.as_binary_view();
+            let s = |i: usize| ScalarValue::BinaryView(Some(a.value(i).to_vec()));
+            pair(s(lo), s(hi))
+        }
+    };
+    Some(e.filter(|(lo, hi)| !too_long(lo) && !too_long(hi)))
+}
+
+/// A value's first four bytes as a big-endian number, zero-padded.
+fn head_key(b: &[u8]) -> u32 {
+    let mut w = [0u8; 4];
+    let n = b.len().min(4);
+    w[..n].copy_from_slice(&b[..n]);
+    u32::from_be_bytes(w)
+}
+
+/// [`head_key`] from an Arrow view: its inline prefix (bytes 4..8), masked to the length.
+fn view_key(view: u128) -> u32 {
+    let len = view as u32;
+    let prefix = u32::from_be_bytes(((view >> 32) as u32).to_le_bytes());
+    match len {
+        0 => 0,
+        1..=3 => prefix & !(u32::MAX >> (8 * len)),
+        _ => prefix,
+    }
+}
+
+/// Positions of the least and greatest non-null values of `a` by their bytes, ordered
+/// first by `key` (see [`head_key`]); `None` when every value is null.
+fn least_and_greatest<A>(a: A, key: impl Fn(A, usize) -> u32) -> Option<(usize, usize)>
+where
+    A: arrow::array::ArrayAccessor + Copy,
+    A::Item: AsRef<[u8]>,
+{
+    let bytes = |i: usize| a.value(i);
+    let nulls = a.logical_nulls();
+    let mut best: Option<((usize, u32), (usize, u32))> = None;
+    for i in 0..a.len() {
+        if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+            continue;
+        }
+        let k = key(a, i);
+        let ((lo, lk), (hi, hk)) = best.get_or_insert(((i, k), (i, k)));
+        if k < *lk || (k == *lk && bytes(i).as_ref() < bytes(*lo).as_ref()) {
+            (*lo, *lk) = (i, k);
+        }
+        if k > *hk || (k == *hk && bytes(i).as_ref() > bytes(*hi).as_ref()) {
+            (*hi, *hk) = (i, k);
+        }
+    }
+    best.map(|((lo, _), (hi, _))| (lo, hi))
+}
+
+/// True for a text or bytes extremum longer than zone maps keep.
+fn too_long(s: &ScalarValue) -> bool {
+    match s {
+        ScalarValue::Utf8(Some(v))
+        | ScalarValue::LargeUtf8(Some(v))
+        | ScalarValue::Utf8View(Some(v)) => v.len() > MAX_CACHED_BYTES,
+        ScalarValue::Binary(Some(v))
+        | ScalarValue::BinaryView(Some(v))
+        | ScalarValue::FixedSizeBinary(_, Some(v)) => v.len() > MAX_CACHED_BYTES,
+        _ => false,
+    }
+}
+
 /// [`extrema`] of an orderable column holding some non-null value, through DataFusion's
-/// `min`/`max` accumulators: for the types [`keyed_extrema`] does not take (booleans,
-/// text, bytes, decimals), and the reference its tests compare it with.
+/// `min`/`max` accumulators: for the types neither [`keyed_extrema`] nor
+/// [`byte_extrema`] takes (booleans, fixed-size bytes, decimals), and the reference
+/// their tests compare them with.
 fn general_extrema(values: &ArrayRef) -> Option<(ScalarValue, ScalarValue)> {
     use arrow::array::AsArray;
     use arrow::datatypes::{Float16Type, Float32Type, Float64Type};
@@ -438,15 +559,6 @@ fn general_extrema(values: &ArrayRef) -> Option<(ScalarValue, ScalarValue)> {
     mn.update_batch(std::slice::from_ref(values)).ok()?;
     mx.update_batch(std::slice::from_ref(values)).ok()?;
     let (lo, hi) = (mn.evaluate().ok()?, mx.evaluate().ok()?);
-    let too_long = |s: &ScalarValue| match s {
-        ScalarValue::Utf8(Some(v))
-        | ScalarValue::LargeUtf8(Some(v))
-        | ScalarValue::Utf8View(Some(v)) => v.len() > MAX_CACHED_BYTES,
-        ScalarValue::Binary(Some(v))
-        | ScalarValue::BinaryView(Some(v))
-        | ScalarValue::FixedSizeBinary(_, Some(v)) => v.len() > MAX_CACHED_BYTES,
-        _ => false,
-    };
     if lo.is_null() || hi.is_null() || too_long(&lo) || too_long(&hi) {
         return None;
     }
@@ -707,6 +819,53 @@ mod tests {
             // Compare bit for bit (-0.0 against 0.0).
             let bits = |m: &Option<(ScalarValue, ScalarValue)>| format!("{m:?}");
             assert_eq!(bits(&fast), bits(&slow), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn byte_extrema_match_datafusion_min_max() {
+        use arrow::array::StringViewArray;
+        use arrow::array::{BinaryArray, BinaryViewArray, LargeStringArray, StringArray};
+        let mut seed = 0x51ed_2701_9e37_79b9u64;
+        let mut next = move || crate::chunk::xorshift(&mut seed);
+        // Letters that tie on short prefixes, NUL (the padding's byte), and non-ASCII.
+        let alphabet = ["a", "b", "\0", "é", "z", "ab", "\u{10FFFF}"];
+        for round in 0..400 {
+            let len = 1 + (next() % 40) as usize;
+            let texts: Vec<Option<String>> = (0..len)
+                .map(|_| {
+                    if next() % 5 == 0 {
+                        return None;
+                    }
+                    let n = match next() % 9 {
+                        0 => 0,
+                        8 => 2 + (next() % 300) as usize, // past the inline 12 and the cap
+                        k => k as usize,
+                    };
+                    Some(
+                        (0..n)
+                            .map(|_| alphabet[next() as usize % alphabet.len()])
+                            .collect(),
+                    )
+                })
+                .collect();
+            let strs: Vec<Option<&str>> = texts.iter().map(|t| t.as_deref()).collect();
+            let bins: Vec<Option<&[u8]>> = strs.iter().map(|t| t.map(str::as_bytes)).collect();
+            let arrays: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from(strs.clone())),
+                Arc::new(LargeStringArray::from(strs.clone())),
+                Arc::new(StringViewArray::from(strs.clone())),
+                Arc::new(BinaryArray::from(bins.clone())),
+                Arc::new(BinaryViewArray::from(bins.clone())),
+            ];
+            for a in &arrays {
+                let fast = byte_extrema(a).expect("a byte type");
+                let slow = match a.null_count() == a.len() {
+                    true => None,
+                    false => general_extrema(a),
+                };
+                assert_eq!(fast, slow, "round {round}: {a:?}");
+            }
         }
     }
 
