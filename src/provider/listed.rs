@@ -108,13 +108,7 @@ impl ListedFiles {
     ) -> Option<Arc<Dataset>> {
         let mut open = self.open_now.lock().unwrap_or_else(|e| e.into_inner());
         open.retain(|o| o.dataset.strong_count() > 0);
-        let same = |o: &&OpenNow| {
-            o.store == *store
-                && o.meta.location == meta.location
-                && o.meta.size == meta.size
-                && o.meta.last_modified == meta.last_modified
-                && o.meta.e_tag == meta.e_tag
-        };
+        let same = |o: &&OpenNow| o.store == *store && same_version(&o.meta, meta);
         if let Some(ds) = open.iter().find(same).and_then(|o| o.dataset.upgrade()) {
             return Some(ds);
         }
@@ -137,8 +131,7 @@ impl ListedFiles {
     ) -> Result<(Arc<Dataset>, Opened)> {
         if let Some(cache) = &self.cache
             && let Some(entry) = cache.get(&meta.location)
-            && entry.is_valid_for(meta)
-            && entry.meta.e_tag == meta.e_tag
+            && same_version(&entry.meta, meta)
             && let Some(file) = entry.file_metadata.as_any().downcast_ref::<OpenedFile>()
             && file.store == *store_key
         {
@@ -281,6 +274,15 @@ impl LocalReads {
 /// itself: the trait has no downcast).
 fn local_root(store: &Arc<dyn ObjectStore>) -> bool {
     store.to_string() == "LocalFileSystem(file:///)"
+}
+
+/// True when `a` and `b` describe the same version of one file: its path, size,
+/// modification time and ETag.
+fn same_version(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    a.location == b.location
+        && a.size == b.size
+        && a.last_modified == b.last_modified
+        && a.e_tag == b.e_tag
 }
 
 #[cfg(test)]

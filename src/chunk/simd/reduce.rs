@@ -138,27 +138,21 @@ impl OrderKey for u64 {
 
 // A negative float's magnitude bits are flipped, so that larger magnitudes rank lower; the
 // sign bit keeps negatives below positives. The map is its own inverse.
-impl OrderKey for f32 {
-    type Key = i32;
-    const LEAST: i32 = i32::MIN;
-    const MOST: i32 = i32::MAX;
-    #[inline(always)]
-    fn key(self) -> i32 {
-        let b = self.to_bits() as i32;
-        b ^ (((b >> 31) as u32) >> 1) as i32
-    }
+macro_rules! float_keys {
+    ($($t:ty: $k:ty, $u:ty);*) => {$(
+        impl OrderKey for $t {
+            type Key = $k;
+            const LEAST: $k = <$k>::MIN;
+            const MOST: $k = <$k>::MAX;
+            #[inline(always)]
+            fn key(self) -> $k {
+                let b = self.to_bits() as $k;
+                b ^ (((b >> (<$k>::BITS - 1)) as $u) >> 1) as $k
+            }
+        }
+    )*};
 }
-
-impl OrderKey for f64 {
-    type Key = i64;
-    const LEAST: i64 = i64::MIN;
-    const MOST: i64 = i64::MAX;
-    #[inline(always)]
-    fn key(self) -> i64 {
-        let b = self.to_bits() as i64;
-        b ^ (((b >> 63) as u64) >> 1) as i64
-    }
-}
+float_keys!(f32: i32, u32; f64: i64, u64);
 
 /// The least and greatest order keys of `v` (as `i64`), or `None` when it is empty.
 pub fn extremes<T: OrderKey>(v: &[T]) -> Option<(i64, i64)> {
