@@ -187,6 +187,9 @@ pub struct BatchReader {
     text_matches: Vec<(usize, Arc<TextMatch>)>,
     /// The Arrow dictionaries of dictionary columns read so far, by column.
     dictionaries: Arc<Mutex<HashMap<usize, ArrayRef>>>,
+    /// Columns (full-schema indices) whose consumer reads only which rows are null:
+    /// see [`BatchReader::with_validity_only`].
+    validity_only: Vec<usize>,
 }
 
 impl BatchReader {
@@ -214,6 +217,7 @@ impl BatchReader {
             pool: Arc::default(),
             text_matches: Vec::new(),
             dictionaries: Arc::default(),
+            validity_only: Vec::new(),
         }
     }
 
@@ -226,6 +230,36 @@ impl BatchReader {
     pub fn with_text_matches(mut self, matches: Vec<(usize, Arc<TextMatch>)>) -> Self {
         self.text_matches = matches;
         self
+    }
+
+    /// A reader whose columns `cols` (full-schema indices) are read for their nulls only,
+    /// for a consumer that counts them (`count(x)`): a table's numeric column whose nulls
+    /// live in a `.notnull` mask then reads the mask alone, and its values are zeros.
+    /// Other columns in `cols` are read as usual.
+    pub fn with_validity_only(mut self, cols: Vec<usize>) -> Self {
+        self.validity_only = cols;
+        self
+    }
+
+    /// The columns [`BatchReader::with_validity_only`] names.
+    pub fn validity_only(&self) -> &[usize] {
+        &self.validity_only
+    }
+
+    /// True when column `p` (full-schema index) is read for its nulls alone: named by
+    /// [`BatchReader::with_validity_only`], a table's open 1-D numeric column, its nulls
+    /// in a `.notnull` mask.
+    pub fn reads_nulls_only(&self, p: usize) -> bool {
+        let Dataset::Table(t) = &*self.ds else {
+            return false;
+        };
+        let Some(c) = t.column(p) else {
+            return false;
+        };
+        self.validity_only.contains(&p)
+            && matches!(&c.storage, ColumnStorage::Fixed(a) if a.geometry.ndim() == 1)
+            && matches!(c.nulls, NullRule::Mask(Some(_)))
+            && self.full.field(p).data_type().primitive_width().is_some()
     }
 
     /// Decodes each whole array chunk on up to `threads` threads (blocks in parallel);
@@ -420,6 +454,11 @@ impl BatchReader {
     ) -> Result<ArrayRef> {
         let c = t.open_column(p).await?;
         let mut arr: ArrayRef = match &c.storage {
+            // Only the nulls are wanted, and the mask holds them: zeros for values.
+            ColumnStorage::Fixed(_) if self.reads_nulls_only(p) => zeroed(
+                self.full.field(p).data_type(),
+                (rows.end - rows.start) as usize,
+            )?,
             // 1-D little-endian numbers: decoded straight into the Arrow buffer.
             ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 && direct_primitive(&a.dtype) => {
                 read_primitive(a, std::slice::from_ref(&rows), stats, 1, &self.pool).await?
@@ -665,6 +704,22 @@ impl BatchReader {
             _ => Ok(arr),
         }
     }
+}
+
+/// `n` zeros of primitive type `t`.
+fn zeroed(t: &DataType, n: usize) -> Result<ArrayRef> {
+    let width = t.primitive_width().unwrap_or(1);
+    let bytes = n.checked_mul(width).ok_or_else(|| {
+        Error::InvalidArgument(format!("{n} values of {t} overflow the address space"))
+    })?;
+    let data = arrow::array::ArrayData::builder(t.clone())
+        .len(n)
+        .add_buffer(Buffer::from(arrow::buffer::MutableBuffer::from_len_zeroed(
+            bytes,
+        )))
+        .build()
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    Ok(arrow::array::make_array(data))
 }
 
 /// The records of `size` bytes in `data` that `keep` marks, packed in order.

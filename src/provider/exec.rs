@@ -243,6 +243,19 @@ impl Blosc2Exec {
         }
     }
 
+    /// This scan reading its output columns `positions` for their nulls only
+    /// ([`BatchReader::with_validity_only`]): for a consumer that only counts their
+    /// non-null values. Their zones are not mapped (their values may be zeros).
+    pub(crate) fn with_validity_only(mut self, positions: &[usize]) -> Self {
+        let projection = self.reader.projection();
+        let cols = positions
+            .iter()
+            .filter_map(|&i| projection.get(i).copied())
+            .collect();
+        self.reader = self.reader.with_validity_only(cols);
+        self
+    }
+
     /// This scan yielding only the table rows (array elements) whose `U<n>` or `S<n>`
     /// columns equal the values of `matches` (full-schema column index, values): see
     /// [`BatchReader::with_text_matches`]. Its row count becomes an upper bound, and it
@@ -335,6 +348,14 @@ impl DisplayAs for Blosc2Exec {
         let text_columns = self.reader.text_match_columns();
         if !text_columns.is_empty() {
             write!(f, ", text_match=[{}]", text_columns.join(", "))?;
+        }
+        let full = self.reader.full_schema();
+        let nulls_only: Vec<&str> = (self.reader.validity_only().iter())
+            .filter(|&&c| self.reader.reads_nulls_only(c))
+            .map(|&c| full.field(c).name().as_str())
+            .collect();
+        if !nulls_only.is_empty() {
+            write!(f, ", nulls_only=[{}]", nulls_only.join(", "))?;
         }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
@@ -440,8 +461,10 @@ impl ExecutionPlan for Blosc2Exec {
             .as_deref()
             .and_then(|d| Probe::new(&self.ds, &self.reader, d))
             .map(Arc::new);
-        // The produced columns that hold values (not dims): output position, full index.
-        let record = self.reader.value_columns();
+        // The produced columns that hold values (not dims): output position, full index;
+        // not those read for their nulls only.
+        let mut record = self.reader.value_columns();
+        record.retain(|&(_, c)| !self.reader.reads_nulls_only(c));
         let recorder = match &self.zone_maps {
             Some(maps) if !record.is_empty() => Some(ZoneRecorder::new(
                 Arc::clone(maps),

@@ -277,3 +277,52 @@ async fn min_max_alone_are_answered_from_zone_maps_once_every_zone_is_mapped() {
         }
     }
 }
+
+/// `count(x)` alone of a numeric column whose nulls live in a `.notnull` mask reads the
+/// mask, not the values (`nulls_only=[x]`), and records no zone of `x` (its values are
+/// zeros there): ctable/sparse-nulls.b2d, whose `x` has nulls in three blocks and two
+/// deleted rows. A filter on `x` afterwards still sees every value.
+#[tokio::test]
+async fn counts_alone_read_the_null_mask() {
+    let tables = [("sn", "tests/fixtures/ctable/sparse-nulls.b2d")];
+    let (fused, plain) = contexts(2, &tables).await;
+    let want = crate::util::expected_json("tables.json");
+    let xs: Vec<Option<f64>> = want["ctable/sparse-nulls.b2d"]["columns"]["x"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64())
+        .collect();
+    let count = xs.iter().flatten().count() as i64;
+    let above = xs.iter().flatten().filter(|&&x| x > 10.0).count() as i64;
+    for (sql, nulls_only) in [
+        ("SELECT count(x), count(*) FROM sn", true),
+        ("SELECT count(x), avg(id) FROM sn", true),
+        // Other aggregates of `x` need its values.
+        ("SELECT count(x), sum(x) FROM sn", false),
+    ] {
+        let (a, plan) = run(&fused, sql).await;
+        let (b, _) = run(&plain, sql).await;
+        assert_same(sql, &a, &b);
+        assert!(plan.contains("Blosc2AggregateExec"), "{sql}\n{plan}");
+        assert_eq!(plan.contains("nulls_only=[x]"), nulls_only, "{sql}\n{plan}");
+        assert_eq!(first_int(&a), count, "{sql}");
+        if nulls_only {
+            // The zones of `x` hold its values, not the zeros the counts read: its
+            // extrema (exact statistics once every zone is mapped) and a filter on it.
+            let sql = "SELECT min(x), max(x) FROM sn";
+            assert_same(sql, &run(&fused, sql).await.0, &run(&plain, sql).await.0);
+            let sql = "SELECT count(*) FROM sn WHERE x > 10";
+            assert_eq!(first_int(&run(&fused, sql).await.0), above, "{sql}");
+        }
+    }
+}
+
+fn first_int(batches: &[RecordBatch]) -> i64 {
+    batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+        .unwrap()
+        .value(0)
+}

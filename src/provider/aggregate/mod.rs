@@ -165,11 +165,22 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             .map(|s| coordinate_bound(s, c).map(|bound| Some(Group { column: c, bound })))
             .collect::<Option<_>>()?,
     };
+    // Columns only counted: read for their nulls alone.
+    let counted_only: Vec<usize> = aggs
+        .iter()
+        .filter_map(|a| a.column)
+        .filter(|&c| {
+            group_column != Some(c)
+                && aggs
+                    .iter()
+                    .all(|a| a.column != Some(c) || a.kind == AggKind::Count)
+        })
+        .collect();
     // Rebuilt only once the aggregates are known to fuse (a rebuild copies the scan's
     // unit lists).
     let scans: Vec<_> = scans
         .into_iter()
-        .map(unit_batch_scan)
+        .map(|s| unit_batch_scan(s, &counted_only))
         .collect::<Option<_>>()?;
     let fused = |(s, group): (Arc<dyn ExecutionPlan>, Option<Group>)| -> Arc<dyn ExecutionPlan> {
         let aggs = aggs.clone();
@@ -291,11 +302,17 @@ fn has_mapped_zones(plan: &Arc<dyn ExecutionPlan>) -> bool {
 
 /// `plan` if it is a `Blosc2Exec`, alone or in the `CooperativeExec` DataFusion may wrap
 /// it in (which stays), rebuilt to yield whole scan units
-/// ([`Blosc2Exec::with_unit_batches`]); `None` for anything else.
-fn unit_batch_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+/// ([`Blosc2Exec::with_unit_batches`]) and to read the columns at `counted_only` for
+/// their nulls alone ([`Blosc2Exec::with_validity_only`]); `None` for anything else.
+fn unit_batch_scan(
+    plan: &Arc<dyn ExecutionPlan>,
+    counted_only: &[usize],
+) -> Option<Arc<dyn ExecutionPlan>> {
     let unit_batches = |p: &Arc<dyn ExecutionPlan>| -> Option<Arc<dyn ExecutionPlan>> {
         Some(Arc::new(
-            p.downcast_ref::<Blosc2Exec>()?.with_unit_batches(),
+            p.downcast_ref::<Blosc2Exec>()?
+                .with_unit_batches()
+                .with_validity_only(counted_only),
         ))
     };
     match plan.downcast_ref::<CooperativeExec>() {
