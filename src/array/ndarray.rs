@@ -797,6 +797,14 @@ impl NdArray {
             let (a, b) = (range.start.max(cs), range.end.min(ce));
             let dst =
                 &mut out[((a - range.start) * row) as usize..((b - range.start) * row) as usize];
+            // Special chunks (one value throughout): only the wanted rows are filled, not
+            // the whole chunk per read.
+            let at = ((a - cs) * row) as usize;
+            if fill_special_rows(raw, at, dst, |b| self.parse_chunk(i, b)).is_some() {
+                stats.chunks_read += 1;
+                stats.chunks_special += 1;
+                continue;
+            }
             if let RawChunk::Stored(bytes) = raw {
                 let chunk = self.parse_chunk(i, bytes)?;
                 let nblocks = chunk.nblocks() as u64;
@@ -850,5 +858,46 @@ impl NdArray {
     pub async fn read_all(&self) -> Result<Vec<u8>> {
         let bx: Vec<Range<u64>> = self.geometry.shape.iter().map(|&s| 0..s).collect();
         self.read_box(&bx, &mut ReadStats::default()).await
+    }
+}
+
+/// Fills `dst` with bytes `at..` of a special chunk's data (`raw` special in the frame's
+/// index, or a stored chunk whose header says special): `Some` when done, `None` for a
+/// regular chunk or a range the fill cannot take (it is then decoded whole).
+fn fill_special_rows<'a>(
+    raw: &'a RawChunk,
+    at: usize,
+    dst: &mut [u8],
+    parse: impl FnOnce(&'a Bytes) -> Result<Chunk<'a>>,
+) -> Option<()> {
+    match raw {
+        RawChunk::Special {
+            kind,
+            typesize,
+            nbytes,
+        } => {
+            if at.checked_add(dst.len())? > *nbytes {
+                return None;
+            }
+            match kind {
+                crate::chunk::SpecialValue::NaN => {
+                    if !at.is_multiple_of((*typesize).max(1)) {
+                        return None;
+                    }
+                    crate::chunk::fill_nan(*typesize, dst).ok()
+                }
+                _ => {
+                    dst.fill(0);
+                    Some(())
+                }
+            }
+        }
+        RawChunk::Stored(bytes) => {
+            let chunk = parse(bytes).ok()?;
+            if chunk.header().special() == crate::chunk::SpecialValue::None {
+                return None;
+            }
+            chunk.fill_special_range(at, dst).ok()
+        }
     }
 }

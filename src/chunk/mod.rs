@@ -673,6 +673,40 @@ impl<'a> Chunk<'a> {
         Ok(Some(b0))
     }
 
+    /// Fills `out` with bytes `at..at + out.len()` of this special chunk's data (zeros,
+    /// NaN, or its repeated value: see [`ChunkHeader::special`]) without producing the
+    /// rest of it. `at` and the length must be whole elements of the repeated pattern
+    /// (the value's size, or the typesize for NaN) inside the chunk.
+    ///
+    /// # Errors
+    /// A chunk that is not special, a range outside it or not on element boundaries.
+    pub fn fill_special_range(&self, at: usize, out: &mut [u8]) -> ChunkResult<()> {
+        let h = &self.header;
+        let kind = h.special();
+        let unit = match kind {
+            SpecialValue::None => {
+                return Err(ChunkError::InvalidArgument(
+                    "a partial fill of a chunk that is not special".into(),
+                ));
+            }
+            SpecialValue::Value => self.buf.len().saturating_sub(32).max(1),
+            SpecialValue::NaN => (h.typesize as usize).max(1),
+            _ => 1,
+        };
+        let end = at.checked_add(out.len());
+        if end.is_none_or(|e| e > h.nbytes)
+            || !at.is_multiple_of(unit)
+            || !out.len().is_multiple_of(unit)
+        {
+            return Err(ChunkError::InvalidArgument(format!(
+                "bytes {at}..+{} of a special chunk of {} bytes in elements of {unit}",
+                out.len(),
+                h.nbytes
+            )));
+        }
+        self.fill_special(kind, out)
+    }
+
     fn fill_special(&self, kind: SpecialValue, out: &mut [u8]) -> ChunkResult<()> {
         let h = &self.header;
         match kind {

@@ -286,6 +286,10 @@ async fn row_reads_into_place() {
     for rel in [
         "b2nd/geom-1d-big.b2nd",
         "b2nd/special-zeros.b2nd",
+        // Special chunks: only the wanted rows are filled.
+        "b2nd/special-full.b2nd",
+        "b2nd/mixed-special.b2nd",
+        "schunk/special-nan.b2frame",
         "schunk/plain.b2frame",
         "b2nd/geom-2d-rows.b2nd",
         "b2nd/geom-3d-rows.b2nd",
