@@ -561,10 +561,10 @@ impl NdArray {
         };
         let chunk = self.parse_chunk(i, bytes)?;
         let nblocks = chunk.nblocks();
-        let mut touched: Vec<u64> = if self.block_addressable
-            && nblocks > 1
-            && chunk.header().special() == crate::chunk::SpecialValue::None
-        {
+        if chunk.header().special() != crate::chunk::SpecialValue::None {
+            return self.fill_special_for_box(&chunk, i, bx, stats, buf);
+        }
+        let mut touched: Vec<u64> = if self.block_addressable && nblocks > 1 {
             self.geometry.runs(i, bx).iter().map(|r| r.block).collect()
         } else {
             Vec::new()
@@ -613,6 +613,43 @@ impl NdArray {
         stats.blocks_decoded += touched.len() as u64;
         stats.blocks_skipped += (nblocks - touched.len()) as u64;
         Ok(base)
+    }
+
+    /// [`NdArray::decode_for_box`] for a special chunk (one value throughout, its header
+    /// says): fills `buf` with the span of the blocks `bx` touches (by the array's block
+    /// geometry: such a chunk's header may not give its blocks), not the whole chunk per
+    /// read; the whole chunk when blocks are not addressable.
+    fn fill_special_for_box(
+        &self,
+        chunk: &Chunk<'_>,
+        i: u64,
+        bx: &[Range<u64>],
+        stats: &mut ReadStats,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize> {
+        stats.chunks_special += 1;
+        let block_bytes = self.geometry.block_items() * self.itemsize() as u64;
+        let blocks = self.geometry.runs(i, bx).iter().map(|r| r.block).fold(
+            None,
+            |acc: Option<(u64, u64)>, b| {
+                Some(acc.map_or((b, b), |(lo, hi)| (lo.min(b), hi.max(b))))
+            },
+        );
+        if let (true, Some((first, last))) = (self.block_addressable, blocks) {
+            let base = first.saturating_mul(block_bytes) as usize;
+            let end = ((last + 1).saturating_mul(block_bytes) as usize).min(chunk.nbytes());
+            if base < end {
+                buf.resize(end - base, 0);
+                if chunk.fill_special_range(base, buf).is_ok() {
+                    return Ok(base);
+                }
+            }
+        }
+        buf.resize(chunk.nbytes(), 0);
+        chunk
+            .decode_into(buf)
+            .map_err(|e| Error::chunk(e, self.display(), i, 0))?;
+        Ok(0)
     }
 
     /// Copies the elements of `bx` that chunk `i` holds out of its decoded bytes (`buf`
