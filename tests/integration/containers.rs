@@ -372,7 +372,7 @@ async fn row_reads_into_place() {
 async fn boxes_of_special_chunks_read_back() {
     let mut rng = crate::util::Rng(0x5EC1_A100_0000_0001);
     for rel in [
-        "b2nd/special-full-2d.b2nd",
+        "b2nd/full-tiles.b2nd",
         "b2nd/special-full.b2nd",
         "b2nd/mixed-special.b2nd",
         "b2nd/special-zeros.b2nd",
