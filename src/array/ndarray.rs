@@ -556,6 +556,19 @@ impl NdArray {
         stats.chunks_read += 1;
         let RawChunk::Stored(bytes) = raw else {
             stats.chunks_special += 1;
+            // Zeros or NaN throughout: the span of the touched blocks only.
+            if let RawChunk::Special {
+                kind,
+                nbytes,
+                typesize,
+            } = raw
+                && let Some((base, end)) = self.special_span(i, bx, *nbytes)
+            {
+                buf.resize(end - base, 0);
+                if fill_unstored(*kind, *typesize, *nbytes, base, buf).is_some() {
+                    return Ok(base);
+                }
+            }
             *buf = decode_raw(raw, path, i, &DecodeLimits::default())?;
             return Ok(0);
         };
@@ -628,21 +641,10 @@ impl NdArray {
         buf: &mut Vec<u8>,
     ) -> Result<usize> {
         stats.chunks_special += 1;
-        let block_bytes = self.geometry.block_items() * self.itemsize() as u64;
-        let blocks = self.geometry.runs(i, bx).iter().map(|r| r.block).fold(
-            None,
-            |acc: Option<(u64, u64)>, b| {
-                Some(acc.map_or((b, b), |(lo, hi)| (lo.min(b), hi.max(b))))
-            },
-        );
-        if let (true, Some((first, last))) = (self.block_addressable, blocks) {
-            let base = first.saturating_mul(block_bytes) as usize;
-            let end = ((last + 1).saturating_mul(block_bytes) as usize).min(chunk.nbytes());
-            if base < end {
-                buf.resize(end - base, 0);
-                if chunk.fill_special_range(base, buf).is_ok() {
-                    return Ok(base);
-                }
+        if let Some((base, end)) = self.special_span(i, bx, chunk.nbytes()) {
+            buf.resize(end - base, 0);
+            if chunk.fill_special_range(base, buf).is_ok() {
+                return Ok(base);
             }
         }
         buf.resize(chunk.nbytes(), 0);
@@ -650,6 +652,26 @@ impl NdArray {
             .decode_into(buf)
             .map_err(|e| Error::chunk(e, self.display(), i, 0))?;
         Ok(0)
+    }
+
+    /// The bytes of chunk `i` (of `nbytes`) that the blocks `bx` touches span, by the
+    /// array's block geometry; `None` when blocks are not addressable or none is touched.
+    fn special_span(&self, i: u64, bx: &[Range<u64>], nbytes: usize) -> Option<(usize, usize)> {
+        if !self.block_addressable {
+            return None;
+        }
+        let block_bytes = self.geometry.block_items() * self.itemsize() as u64;
+        let (first, last) = self.geometry.runs(i, bx).iter().map(|r| r.block).fold(
+            None,
+            |acc: Option<(u64, u64)>, b| {
+                Some(acc.map_or((b, b), |(lo, hi)| (lo.min(b), hi.max(b))))
+            },
+        )?;
+        let base = usize::try_from(first.saturating_mul(block_bytes)).ok()?;
+        let end = usize::try_from((last + 1).saturating_mul(block_bytes))
+            .ok()?
+            .min(nbytes);
+        (base < end).then_some((base, end))
     }
 
     /// Copies the elements of `bx` that chunk `i` holds out of its decoded bytes (`buf`
@@ -898,6 +920,33 @@ impl NdArray {
     }
 }
 
+/// Fills `dst` with bytes `at..` of a chunk of `nbytes` the frame's index marks special
+/// (`kind`: zeros, NaN of `typesize` bytes, uninitialized as zeros); `None` for a range
+/// outside it or not on whole NaN values.
+fn fill_unstored(
+    kind: crate::chunk::SpecialValue,
+    typesize: usize,
+    nbytes: usize,
+    at: usize,
+    dst: &mut [u8],
+) -> Option<()> {
+    if at.checked_add(dst.len())? > nbytes {
+        return None;
+    }
+    match kind {
+        crate::chunk::SpecialValue::NaN => {
+            if !at.is_multiple_of(typesize.max(1)) {
+                return None;
+            }
+            crate::chunk::fill_nan(typesize, dst).ok()
+        }
+        _ => {
+            dst.fill(0);
+            Some(())
+        }
+    }
+}
+
 /// Fills `dst` with bytes `at..` of a special chunk's data (`raw` special in the frame's
 /// index, or a stored chunk whose header says special): `Some` when done, `None` for a
 /// regular chunk or a range the fill cannot take (it is then decoded whole).
@@ -912,23 +961,7 @@ fn fill_special_rows<'a>(
             kind,
             typesize,
             nbytes,
-        } => {
-            if at.checked_add(dst.len())? > *nbytes {
-                return None;
-            }
-            match kind {
-                crate::chunk::SpecialValue::NaN => {
-                    if !at.is_multiple_of((*typesize).max(1)) {
-                        return None;
-                    }
-                    crate::chunk::fill_nan(*typesize, dst).ok()
-                }
-                _ => {
-                    dst.fill(0);
-                    Some(())
-                }
-            }
-        }
+        } => fill_unstored(*kind, *typesize, *nbytes, at, dst),
         RawChunk::Stored(bytes) => {
             let chunk = parse(bytes).ok()?;
             if chunk.header().special() == crate::chunk::SpecialValue::None {

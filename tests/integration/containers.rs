@@ -366,7 +366,7 @@ async fn row_reads_into_place() {
     }
 }
 
-/// Boxes read out of special chunks (one value throughout: zeros, a repeated value) fill
+/// Boxes read out of special chunks (one value throughout: zeros, NaN, a repeated value) fill
 /// only the blocks they touch, and equal the same elements of the whole array.
 #[tokio::test]
 async fn boxes_of_special_chunks_read_back() {
@@ -376,8 +376,14 @@ async fn boxes_of_special_chunks_read_back() {
         "b2nd/special-full.b2nd",
         "b2nd/mixed-special.b2nd",
         "b2nd/special-zeros.b2nd",
+        "schunk/special-nan.b2frame",
     ] {
-        let arr = open(rel, "b2nd").await;
+        let kind = if rel.starts_with("schunk") {
+            "schunk"
+        } else {
+            "b2nd"
+        };
+        let arr = open(rel, kind).await;
         let shape = arr.geometry.shape.clone();
         let whole = arr.read_all().await.unwrap();
         assert_eq!(
