@@ -110,49 +110,43 @@ pub trait OrderKey: Copy {
     fn key(self) -> Self::Key;
 }
 
-macro_rules! int_keys {
-    ($k:ty: $($t:ty),*) => {$(
+/// `OrderKey` for each `type => key type, |value| key`.
+macro_rules! order_keys {
+    ($($t:ty => $k:ty, |$v:ident| $key:expr;)*) => {$(
         impl OrderKey for $t {
             type Key = $k;
             const LEAST: $k = <$k>::MIN;
             const MOST: $k = <$k>::MAX;
             #[inline(always)]
             fn key(self) -> $k {
-                self as $k
+                let $v = self;
+                $key
             }
         }
     )*};
 }
-int_keys!(i32: i8, i16, i32, u8, u16);
-int_keys!(i64: i64, u32);
 
-impl OrderKey for u64 {
-    type Key = i64;
-    const LEAST: i64 = i64::MIN;
-    const MOST: i64 = i64::MAX;
-    #[inline(always)]
-    fn key(self) -> i64 {
-        (self ^ (1 << 63)) as i64
-    }
+// Integers as themselves; `u64` with its top bit flipped. A negative float's magnitude
+// bits are flipped, so that larger magnitudes rank lower; the sign bit keeps negatives
+// below positives. The float map is its own inverse.
+order_keys! {
+    i8 => i32, |v| v as i32;
+    i16 => i32, |v| v as i32;
+    i32 => i32, |v| v;
+    u8 => i32, |v| v as i32;
+    u16 => i32, |v| v as i32;
+    i64 => i64, |v| v;
+    u32 => i64, |v| v as i64;
+    u64 => i64, |v| (v ^ (1 << 63)) as i64;
+    f32 => i32, |v| {
+        let b = v.to_bits() as i32;
+        b ^ (((b >> 31) as u32) >> 1) as i32
+    };
+    f64 => i64, |v| {
+        let b = v.to_bits() as i64;
+        b ^ (((b >> 63) as u64) >> 1) as i64
+    };
 }
-
-// A negative float's magnitude bits are flipped, so that larger magnitudes rank lower; the
-// sign bit keeps negatives below positives. The map is its own inverse.
-macro_rules! float_keys {
-    ($($t:ty: $k:ty, $u:ty);*) => {$(
-        impl OrderKey for $t {
-            type Key = $k;
-            const LEAST: $k = <$k>::MIN;
-            const MOST: $k = <$k>::MAX;
-            #[inline(always)]
-            fn key(self) -> $k {
-                let b = self.to_bits() as $k;
-                b ^ (((b >> (<$k>::BITS - 1)) as $u) >> 1) as $k
-            }
-        }
-    )*};
-}
-float_keys!(f32: i32, u32; f64: i64, u64);
 
 /// The least and greatest order keys of `v` (as `i64`), or `None` when it is empty.
 pub fn extremes<T: OrderKey>(v: &[T]) -> Option<(i64, i64)> {
