@@ -557,15 +557,11 @@ impl NdArray {
         let RawChunk::Stored(bytes) = raw else {
             stats.chunks_special += 1;
             // Zeros or NaN throughout: the span of the touched blocks only.
-            if let RawChunk::Special {
-                kind,
-                nbytes,
-                typesize,
-            } = raw
+            if let RawChunk::Special { nbytes, .. } = raw
                 && let Some((base, end)) = self.special_span(i, bx, *nbytes)
             {
                 buf.resize(end - base, 0);
-                if fill_unstored(*kind, *typesize, *nbytes, base, buf).is_some() {
+                if raw.fill_unstored(base, buf).is_some() {
                     return Ok(base);
                 }
             }
@@ -859,13 +855,20 @@ impl NdArray {
             // Special chunks (one value throughout): only the wanted rows are filled, not
             // the whole chunk per read.
             let at = ((a - cs) * row) as usize;
-            if fill_special_rows(raw, at, dst, |b| self.parse_chunk(i, b)).is_some() {
+            if raw.fill_unstored(at, dst).is_some() {
                 stats.chunks_read += 1;
                 stats.chunks_special += 1;
                 continue;
             }
             if let RawChunk::Stored(bytes) = raw {
                 let chunk = self.parse_chunk(i, bytes)?;
+                if chunk.header().special() != crate::chunk::SpecialValue::None
+                    && chunk.fill_special_range(at, dst).is_ok()
+                {
+                    stats.chunks_read += 1;
+                    stats.chunks_special += 1;
+                    continue;
+                }
                 let nblocks = chunk.nblocks() as u64;
                 if chunk.nbytes() == dst.len() {
                     chunk
@@ -917,57 +920,5 @@ impl NdArray {
     pub async fn read_all(&self) -> Result<Vec<u8>> {
         let bx: Vec<Range<u64>> = self.geometry.shape.iter().map(|&s| 0..s).collect();
         self.read_box(&bx, &mut ReadStats::default()).await
-    }
-}
-
-/// Fills `dst` with bytes `at..` of a chunk of `nbytes` the frame's index marks special
-/// (`kind`: zeros, NaN of `typesize` bytes, uninitialized as zeros); `None` for a range
-/// outside it or not on whole NaN values.
-fn fill_unstored(
-    kind: crate::chunk::SpecialValue,
-    typesize: usize,
-    nbytes: usize,
-    at: usize,
-    dst: &mut [u8],
-) -> Option<()> {
-    if at.checked_add(dst.len())? > nbytes {
-        return None;
-    }
-    match kind {
-        crate::chunk::SpecialValue::NaN => {
-            if !at.is_multiple_of(typesize.max(1)) {
-                return None;
-            }
-            crate::chunk::fill_nan(typesize, dst).ok()
-        }
-        _ => {
-            dst.fill(0);
-            Some(())
-        }
-    }
-}
-
-/// Fills `dst` with bytes `at..` of a special chunk's data (`raw` special in the frame's
-/// index, or a stored chunk whose header says special): `Some` when done, `None` for a
-/// regular chunk or a range the fill cannot take (it is then decoded whole).
-fn fill_special_rows<'a>(
-    raw: &'a RawChunk,
-    at: usize,
-    dst: &mut [u8],
-    parse: impl FnOnce(&'a Bytes) -> Result<Chunk<'a>>,
-) -> Option<()> {
-    match raw {
-        RawChunk::Special {
-            kind,
-            typesize,
-            nbytes,
-        } => fill_unstored(*kind, *typesize, *nbytes, at, dst),
-        RawChunk::Stored(bytes) => {
-            let chunk = parse(bytes).ok()?;
-            if chunk.header().special() == crate::chunk::SpecialValue::None {
-                return None;
-            }
-            chunk.fill_special_range(at, dst).ok()
-        }
     }
 }

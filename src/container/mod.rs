@@ -35,6 +35,35 @@ impl RawChunk {
             RawChunk::Special { .. } => 0,
         }
     }
+
+    /// For a [`RawChunk::Special`], fills `out` with bytes `at..at + out.len()` of its
+    /// data (zeros; NaN of `typesize` bytes; uninitialized as zeros). `None` for a stored
+    /// chunk, a range outside the chunk, or one not on whole NaN values.
+    pub fn fill_unstored(&self, at: usize, out: &mut [u8]) -> Option<()> {
+        let RawChunk::Special {
+            kind,
+            nbytes,
+            typesize,
+        } = self
+        else {
+            return None;
+        };
+        if at.checked_add(out.len())? > *nbytes {
+            return None;
+        }
+        match kind {
+            SpecialValue::NaN => {
+                if !at.is_multiple_of((*typesize).max(1)) {
+                    return None;
+                }
+                crate::chunk::fill_nan(*typesize, out).ok()
+            }
+            _ => {
+                out.fill(0);
+                Some(())
+            }
+        }
+    }
 }
 
 /// An estimate of the heap memory a parsed JSON value holds (its text, plus a few words
