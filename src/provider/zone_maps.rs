@@ -434,34 +434,8 @@ fn byte_extrema(values: &ArrayRef) -> Option<Option<(ScalarValue, ScalarValue)>>
     let Some((lo, hi)) = found else {
         return Some(None); // only nulls
     };
-    let pair = |lo: ScalarValue, hi: ScalarValue| Some((lo, hi));
-    let e = match values.data_type() {
-        DataType::Utf8 => {
-            let a = values.as_string::<i32>();
-            let s = |i: usize| ScalarValue::Utf8(Some(a.value(i).to_string()));
-            pair(s(lo), s(hi))
-        }
-        DataType::LargeUtf8 => {
-            let a = values.as_string::<i64>();
-            let s = |i: usize| ScalarValue::LargeUtf8(Some(a.value(i).to_string()));
-            pair(s(lo), s(hi))
-        }
-        DataType::Binary => {
-            let a = values.as_binary::<i32>();
-            let s = |i: usize| ScalarValue::Binary(Some(a.value(i).to_vec()));
-            pair(s(lo), s(hi))
-        }
-        DataType::Utf8View => {
-            let a = values.as_string_view();
-            let s = |i: usize| ScalarValue::Utf8View(Some(a.value(i).to_string()));
-            pair(s(lo), s(hi))
-        }
-        _ => {
-            let a = values.as_binary_view();
-            let s = |i: usize| ScalarValue::BinaryView(Some(a.value(i).to_vec()));
-            pair(s(lo), s(hi))
-        }
-    };
+    let value = |i: usize| ScalarValue::try_from_array(values, i).ok();
+    let e = value(lo).zip(value(hi));
     Some(e.filter(|(lo, hi)| !too_long(lo) && !too_long(hi)))
 }
 
