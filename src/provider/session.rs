@@ -386,11 +386,19 @@ pub struct Blosc2UrlTableFactory {
     fallback: Arc<dyn UrlTableFactory>,
 }
 
+/// The options of quoted-path tables. DataFusion opens such a table again for every
+/// statement that names it, so zone maps recorded by one statement would never serve
+/// another: they are not recorded.
+fn url_table_options() -> Blosc2Options {
+    Blosc2Options::default().with_zone_maps(false)
+}
+
 #[async_trait]
 impl UrlTableFactory for Blosc2UrlTableFactory {
     async fn try_new(&self, url: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let opts = url_table_options();
         if split_key(url).1.is_some() {
-            return open_table(&self.runtime, url, &Blosc2Options::default())
+            return open_table(&self.runtime, url, &opts)
                 .await
                 .map(|t| Some(Arc::new(t) as Arc<dyn TableProvider>));
         }
@@ -401,25 +409,19 @@ impl UrlTableFactory for Blosc2UrlTableFactory {
             if !is_member_name(last) && last != "**" {
                 return self.fallback.try_new(url).await;
             }
-            return open_provider(&self.runtime, url, &Blosc2Options::default())
-                .await
-                .map(Some);
+            return open_provider(&self.runtime, url, &opts).await.map(Some);
         }
         let loc = resolve_location(&self.runtime, url)?;
         // A name with a Blosc2 extension means a container: that it is missing or is not
         // one is the error to show, not DataFusion's "table '….x.b2nd' not found".
         let ours = is_member_name(url.trim_end_matches('/'));
         match Dataset::open(&loc, &OpenOptions::default()).await {
-            Ok(ds) => Ok(Some(Arc::new(Blosc2Table::new(ds)))),
+            Ok(ds) => Ok(Some(Arc::new(configured(ds, &opts)))),
             Err(e) if !ours && e.kind() == crate::ErrorKind::NotAContainer => {
                 // A directory with Blosc2 entries is one table of them (as in DDL); one
                 // without (a directory of Parquet files) is for the fallback.
                 match list_members(&self.runtime, url).await {
-                    Ok(list) if !list.rels.is_empty() => {
-                        open_members(list, &Blosc2Options::default())
-                            .await
-                            .map(Some)
-                    }
+                    Ok(list) if !list.rels.is_empty() => open_members(list, &opts).await.map(Some),
                     _ => self.fallback.try_new(url).await,
                 }
             }

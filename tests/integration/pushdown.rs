@@ -1291,3 +1291,37 @@ async fn a_column_without_its_mask_sidecar_holds_no_null() {
     let plan = explain(&ctx, "SELECT count(x) FROM sn").await;
     assert!(plan.contains("Blosc2Exec"), "{plan}");
 }
+
+/// A quoted-path table is opened again by every statement that names it, so it records
+/// no zone maps (they would serve no later statement); a registered one does.
+#[tokio::test]
+async fn quoted_path_tables_record_no_zone_maps() {
+    use datafusion::common::TableReference;
+    use datafusion_blosc2::provider::Blosc2Table;
+    let path = crate::util::fixture("b2nd/geom-2d-1chunk.b2nd");
+    let path = path.to_str().unwrap();
+    let ctx = SessionContext::new().with_blosc2_url_tables();
+    ctx.register_blosc2("named", path, Blosc2Options::default())
+        .await
+        .unwrap();
+    let maps = |t: Arc<dyn datafusion::catalog::TableProvider>| {
+        let t = t.downcast_ref::<Blosc2Table>().expect("a Blosc2Table");
+        t.zone_maps().is_some()
+    };
+    assert!(maps(ctx.table_provider("named").await.unwrap()));
+    let quoted = ctx
+        .table_provider(TableReference::bare(path))
+        .await
+        .unwrap();
+    assert!(!maps(quoted));
+    // Each statement gets its own provider (which is why maps would be lost).
+    let again = ctx
+        .table_provider(TableReference::bare(path))
+        .await
+        .unwrap();
+    let first = ctx
+        .table_provider(TableReference::bare(path))
+        .await
+        .unwrap();
+    assert!(!Arc::ptr_eq(&again, &first));
+}

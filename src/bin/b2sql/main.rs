@@ -197,9 +197,12 @@ fn context() -> SessionContext {
     ctx
 }
 
+/// Options for a table opened for one use (`schema`, `export`): zone maps would serve no
+/// later query.
 fn opts(dtype: Option<String>) -> Blosc2Options {
     Blosc2Options {
         dtype,
+        zone_maps: false,
         ..Blosc2Options::default()
     }
 }
@@ -374,27 +377,31 @@ async fn run(cli: Cli) -> CliResult {
             sql,
         } => {
             let ctx = context();
+            // `None`: the interactive prompt.
+            let statements = match sql {
+                Some(s) => Some(repl::split_statements(&s)),
+                None if interactive || std::io::stdin().is_terminal() => None,
+                None => {
+                    let mut s = String::new();
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(msg)?;
+                    Some(repl::split_statements(&s))
+                }
+            };
+            // Zone maps serve the statements after the one that records them: a single
+            // statement would only pay for recording them.
+            let zone_maps = statements.as_ref().is_none_or(|s| s.len() > 1);
             for t in &tables {
                 let (name, path) = t
                     .split_once('=')
                     .ok_or_else(|| format!("-t {t:?}: expected NAME=PATH"))?;
-                ctx.register_blosc2(name, path, Blosc2Options::default())
-                    .await
-                    .map_err(msg)?;
+                let opts = Blosc2Options::default().with_zone_maps(zone_maps);
+                ctx.register_blosc2(name, path, opts).await.map_err(msg)?;
             }
-            let sql = match sql {
-                Some(s) => s,
-                None if interactive || std::io::stdin().is_terminal() => {
-                    return repl::run(&ctx, format).await;
-                }
-                None => {
-                    let mut s = String::new();
-                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(msg)?;
-                    s
-                }
+            let Some(statements) = statements else {
+                return repl::run(&ctx, format).await;
             };
             let mut out = output::Sink::open(output.as_deref(), format)?;
-            for stmt in repl::split_statements(&sql) {
+            for stmt in statements {
                 output::run_sql(&ctx, &stmt, &mut out).await?;
             }
             out.finish()
