@@ -11,6 +11,7 @@
 //! column out of the schema, and the schema metadata says why ([`OMITTED_KEY`]).
 //! Computed values of rows whose operands are null are null.
 
+use super::numpy_types::{numexpr_int, numexpr_type, numpy_type};
 use super::wrapping_cast::wrapping_cast;
 use crate::array::computed::{ComputedColumn, Definition};
 use crate::array::expression::{BinaryOp, Expression, UnaryOp};
@@ -67,7 +68,11 @@ impl ComputedColumns {
             match c.definition.as_ref().map_err(String::clone).and_then(|d| {
                 let e = translate(&d.tree, c, &df_schema)?;
                 let nullable = e.nullable(&df_schema).map_err(|e| e.to_string())?;
-                let (field, e) = typed(&c.name, e, d, nullable, &df_schema)?;
+                let own = numpy_type(&d.tree, &|n| {
+                    let f = df_schema.field_with_unqualified_name(operand(n, c)).ok()?;
+                    Some(f.data_type().clone())
+                });
+                let (field, e) = typed(&c.name, e, own, d, nullable, &df_schema)?;
                 plannable(&e)?;
                 Ok((field, e))
             }) {
@@ -90,29 +95,41 @@ impl ComputedColumns {
     }
 }
 
-/// The field of column `name` and its expression cast to the declared type as NumPy's
-/// `astype` casts: integers wrap modulo 2^bits; floats become integers truncated toward
-/// zero, and null where NumPy's result is undefined (NaN, ±inf, out of range), so such a
-/// column is nullable.
+/// The field of column `name` and its expression `e` cast to the declared type as
+/// NumPy's `astype` casts, from the expression's own NumPy type `own` (when known and
+/// other than the declared one: python-blosc2 casts numexpr's result to it, and a declared
+/// dtype only relabels that): integers wrap modulo 2^bits; floats become integers
+/// truncated toward zero, and null where NumPy's result is undefined (NaN, ±inf, out of
+/// range), so such a column is nullable.
 fn typed(
     name: &str,
     e: Expr,
+    own: Option<DataType>,
     d: &Definition,
     nullable: bool,
     schema: &DFSchema,
 ) -> Result<(FieldRef, Expr), String> {
     let t = arrow_type(&d.dtype);
+    let (e, nullable) = match own {
+        Some(own) if own != t => astype(e, own, nullable, schema)?,
+        _ => (e, nullable),
+    };
+    let (e, nullable) = astype(e, t.clone(), nullable, schema)?;
+    Ok((Arc::new(Field::new(name, t, nullable)), e))
+}
+
+/// `e` cast to `t` as NumPy's `astype` casts, and whether the result is nullable.
+fn astype(e: Expr, t: DataType, nullable: bool, schema: &DFSchema) -> Result<(Expr, bool), String> {
     let from = type_of(&e, schema)?;
-    let (e, nullable) = if from == t {
+    Ok(if from == t {
         (e, nullable)
     } else if from.is_integer() && t.is_integer() {
-        (wrapping_cast(e, t.clone()), nullable)
+        (wrapping_cast(e, t), nullable)
     } else if from.is_floating() && t.is_integer() {
-        (Expr::TryCast(TryCast::new(Box::new(e), t.clone())), true)
+        (Expr::TryCast(TryCast::new(Box::new(e), t)), true)
     } else {
-        (Expr::Cast(Cast::new(Box::new(e), t.clone())), nullable)
-    };
-    Ok((Arc::new(Field::new(name, t, nullable)), e))
+        (Expr::Cast(Cast::new(Box::new(e), t)), nullable)
+    })
 }
 
 /// `stored` with the computed columns appended (and the note of those left out).
@@ -128,23 +145,24 @@ pub fn full_schema(stored: &Schema, computed: &ComputedColumns) -> Schema {
 
 type Translated = Result<Expr, String>;
 
-/// `e` as a DataFusion expression: `o<i>` is the column's `i`-th dependency, another
-/// name a stored column.
+/// `e` as a DataFusion expression over the stored columns, its operands in numexpr's
+/// kinds ([`numexpr_type`], [`numexpr_int`]).
 fn translate(e: &Expression, c: &ComputedColumn, schema: &DFSchema) -> Translated {
     let go = |x: &Expression| translate(x, c, schema);
     Ok(match e {
         Expression::Name(n) => {
-            let column = n
-                .strip_prefix('o')
-                .and_then(|i| i.parse::<usize>().ok())
-                .and_then(|i| c.deps.get(i))
-                .unwrap_or(n);
-            if schema.index_of_column_by_name(None, column).is_none() {
+            let column = operand(n, c);
+            let Some(i) = schema.index_of_column_by_name(None, column) else {
                 return Err(format!("no stored column {column:?}"));
+            };
+            let e = Expr::Column(Column::new_unqualified(column));
+            let t = schema.field(i).data_type();
+            match numexpr_type(t) {
+                wide if wide != *t => Expr::Cast(Cast::new(Box::new(e), wide)),
+                _ => e,
             }
-            Expr::Column(Column::new_unqualified(column))
         }
-        Expression::Int(v) => lit(*v),
+        Expression::Int(v) => lit(numexpr_int(*v)),
         Expression::Float(v) => lit(*v),
         Expression::Bool(v) => lit(*v),
         Expression::Str(s) => lit(s.as_str()),
@@ -159,6 +177,15 @@ fn translate(e: &Expression, c: &ComputedColumn, schema: &DFSchema) -> Translate
             call(name, args, schema)?
         }
     })
+}
+
+/// The stored column an operand names: `o<i>` is the column's `i`-th dependency, another
+/// name a stored column.
+fn operand<'a>(n: &'a str, c: &'a ComputedColumn) -> &'a str {
+    n.strip_prefix('o')
+        .and_then(|i| i.parse::<usize>().ok())
+        .and_then(|i| c.deps.get(i))
+        .map_or(n, String::as_str)
 }
 
 /// The exponent of `x ** k` that numexpr (python-blosc2's evaluator) turns into
@@ -207,7 +234,7 @@ fn power_by_products(a: Expr, k: f64, schema: &DFSchema) -> Translated {
         })
     };
     if half {
-        let root = math("sqrt", vec![as_float(a.clone())?]);
+        let root = sqrt(as_float(a.clone())?, schema)?;
         r = Some(match r {
             None => root,
             Some(r) => mul(r, root),
@@ -389,18 +416,10 @@ fn udf(name: &str) -> Option<Arc<ScalarUDF>> {
     })
 }
 
-/// A NumPy / python-blosc2 function call.
-fn call(name: &str, mut args: Vec<Expr>, schema: &DFSchema) -> Translated {
+/// The operator a NumPy function form names (`add`, `less_equal`, …).
+pub(crate) fn operator_call(name: &str) -> Option<BinaryOp> {
     use BinaryOp as B;
-    let arity = |n: usize| {
-        if args.len() == n {
-            Ok(())
-        } else {
-            Err(format!("{name}() takes {n} arguments, not {}", args.len()))
-        }
-    };
-    // Function forms of the operators.
-    let op = match name {
+    match name {
         "add" => Some(B::Add),
         "subtract" => Some(B::Sub),
         "multiply" => Some(B::Mul),
@@ -420,20 +439,36 @@ fn call(name: &str, mut args: Vec<Expr>, schema: &DFSchema) -> Translated {
         "bitwise_left_shift" => Some(B::Shl),
         "bitwise_right_shift" => Some(B::Shr),
         _ => None,
+    }
+}
+
+/// The unary operator a NumPy function form names (`negative`, `invert`, …).
+pub(crate) fn unary_call(name: &str) -> Option<UnaryOp> {
+    match name {
+        "negative" => Some(UnaryOp::Neg),
+        "positive" => Some(UnaryOp::Pos),
+        "logical_not" | "bitwise_invert" | "invert" => Some(UnaryOp::Invert),
+        _ => None,
+    }
+}
+
+/// A NumPy / python-blosc2 function call.
+fn call(name: &str, mut args: Vec<Expr>, schema: &DFSchema) -> Translated {
+    let arity = |n: usize| {
+        if args.len() == n {
+            Ok(())
+        } else {
+            Err(format!("{name}() takes {n} arguments, not {}", args.len()))
+        }
     };
-    if let Some(op) = op {
+    // Function forms of the operators.
+    if let Some(op) = operator_call(name) {
         arity(2)?;
         let b = args.pop().expect("two");
         let a = args.pop().expect("two");
         return binary(op, a, b, schema);
     }
-    let un = match name {
-        "negative" => Some(UnaryOp::Neg),
-        "positive" => Some(UnaryOp::Pos),
-        "logical_not" | "bitwise_invert" | "invert" => Some(UnaryOp::Invert),
-        _ => None,
-    };
-    if let Some(op) = un {
+    if let Some(op) = unary_call(name) {
         arity(1)?;
         return unary(op, args.pop().expect("one"), schema);
     }
@@ -469,7 +504,22 @@ fn call(name: &str, mut args: Vec<Expr>, schema: &DFSchema) -> Translated {
         _ => return Err(format!("the function {name}() is not supported")),
     };
     arity(n)?;
+    if df_name == "sqrt" {
+        return sqrt(args.pop().expect("one"), schema);
+    }
     Ok(math(df_name, args))
+}
+
+/// `sqrt(x)` as NumPy computes it: NaN below 0, where DataFusion's `sqrt` fails the whole
+/// query. `CASE` evaluates the root only on the other rows.
+fn sqrt(x: Expr, schema: &DFSchema) -> Translated {
+    let root = math("sqrt", vec![x.clone()]);
+    let nan = ScalarValue::Float64(Some(f64::NAN))
+        .cast_to(&type_of(&root, schema)?)
+        .map_err(|e| e.to_string())?;
+    when(binary_expr(x, Operator::Lt, lit(0)), lit(nan))
+        .otherwise(root)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -557,11 +607,11 @@ mod tests {
     fn numpy_meanings() {
         assert_eq!(
             translated(&["i"], "o0 / 2").unwrap().to_string(),
-            "CAST(i AS Float64) / CAST(Int64(2) AS Float64)"
+            "CAST(i AS Float64) / CAST(Int32(2) AS Float64)"
         );
         assert_eq!(
             translated(&["f"], "o0 / 2").unwrap().to_string(),
-            "f / Int64(2)"
+            "f / Int32(2)"
         );
         assert_eq!(translated(&["b"], "~o0").unwrap().to_string(), "NOT b");
         assert_eq!(
@@ -572,7 +622,7 @@ mod tests {
             translated(&["b", "i"], "o0 & (o1 > 2)")
                 .unwrap()
                 .to_string(),
-            "b AND i > Int64(2)"
+            "b AND i > Int32(2)"
         );
         for (expr, why) in [
             ("o0 & 1", "And of Float64"),
@@ -586,7 +636,7 @@ mod tests {
             translated(&["f"], "where(o0 > 0, log(o0), arctan2(o0, 1))")
                 .unwrap()
                 .to_string(),
-            "CASE WHEN f > Int64(0) THEN ln(f) ELSE atan2(f, Int64(1)) END"
+            "CASE WHEN f > Int32(0) THEN ln(f) ELSE atan2(f, Int32(1)) END"
         );
     }
 }
