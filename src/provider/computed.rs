@@ -11,7 +11,7 @@
 //! column out of the schema, and the schema metadata says why ([`OMITTED_KEY`]).
 //! Computed values of rows whose operands are null are null.
 
-use super::numpy_types::{numexpr_int, numexpr_type, numpy_type};
+use super::numpy_types::{numexpr_int, numexpr_kind, numexpr_type, numpy_type};
 use super::wrapping_cast::wrapping_cast;
 use crate::array::computed::{ComputedColumn, Definition};
 use crate::array::expression::{BinaryOp, Expression, UnaryOp};
@@ -158,7 +158,7 @@ fn translate(e: &Expression, c: &ComputedColumn, schema: &DFSchema) -> Translate
             let e = Expr::Column(Column::new_unqualified(column));
             let t = schema.field(i).data_type();
             match numexpr_type(t) {
-                wide if wide != *t => Expr::Cast(Cast::new(Box::new(e), wide)),
+                wide if wide != *t => wrapping_cast(e, wide),
                 _ => e,
             }
         }
@@ -291,6 +291,26 @@ fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Translated {
     use BinaryOp as B;
     let (ta, tb) = (type_of(&a, schema)?, type_of(&b, schema)?);
     let both_bool = ta == DataType::Boolean && tb == DataType::Boolean;
+    let arithmetic = matches!(
+        op,
+        B::Add | B::Sub | B::Mul | B::Div | B::FloorDiv | B::Mod | B::Pow
+    );
+    if arithmetic && both_bool {
+        // NumPy adds booleans as `or` and multiplies them as `and`.
+        return match op {
+            B::Add => binary(B::Or, a, b, schema),
+            B::Mul => binary(B::And, a, b, schema),
+            _ => Err(format!("{op:?} of booleans")),
+        };
+    }
+    if arithmetic && (ta == DataType::Boolean || tb == DataType::Boolean) {
+        // numexpr computes a boolean with a number as an int32 (0 or 1).
+        let int = |e: Expr, t: &DataType| match t {
+            DataType::Boolean => Expr::Cast(Cast::new(Box::new(e), DataType::Int32)),
+            _ => e,
+        };
+        return binary(op, int(a, &ta), int(b, &tb), schema);
+    }
     let both_int = is_integer(&ta) && is_integer(&tb);
     let simple = |o: Operator| Ok(binary_expr(a.clone(), o, b.clone()));
     match op {
@@ -351,7 +371,14 @@ fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Translated {
                 Ok(rem)
             }
         }
-        B::Pow => Ok(math("power", vec![a, b])),
+        // DataFusion's `power` computes in float64 or int64; numexpr in the operands' kind.
+        B::Pow => {
+            let p = math("power", vec![a, b]);
+            match numexpr_kind(&ta, &tb) {
+                Some(k) if k != type_of(&p, schema)? => astype(p, k, false, schema).map(|(e, _)| e),
+                _ => Ok(p),
+            }
+        }
     }
 }
 

@@ -16,12 +16,32 @@ use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 
 /// The type numexpr computes a column of type `t` in (`t` itself when it is not widened).
+/// uint64 is read as int64, bit for bit: values from 2^63 are negative there (`u > 5` is
+/// false for 2^63 + 5 in python-blosc2 4.14.1).
 pub fn numexpr_type(t: &DataType) -> DataType {
     match t {
         DataType::Int8 | DataType::Int16 | DataType::UInt8 | DataType::UInt16 => DataType::Int32,
-        DataType::UInt32 => DataType::Int64,
+        DataType::UInt32 | DataType::UInt64 => DataType::Int64,
         t => t.clone(),
     }
+}
+
+/// The kind numexpr runs an operation on operands of types `a` and `b` in (both already
+/// numexpr types): the wider in bool < int32 < int64 < float32 < float64.
+pub fn numexpr_kind(a: &DataType, b: &DataType) -> Option<DataType> {
+    let rank = |t: &DataType| match t {
+        DataType::Boolean => Some(0),
+        DataType::Int32 => Some(1),
+        DataType::Int64 => Some(2),
+        DataType::Float32 => Some(3),
+        DataType::Float64 => Some(4),
+        _ => None,
+    };
+    Some(if rank(a)? >= rank(b)? {
+        a.clone()
+    } else {
+        b.clone()
+    })
 }
 
 /// An integer literal as numexpr types it: int32 when it fits, int64 otherwise.
