@@ -2,6 +2,8 @@
 //! becomes a logical expression over the stored columns, appended to the table's schema
 //! and evaluated by a projection over the scan of the stored columns it needs.
 //!
+//! Operations run in numexpr's kinds, as python-blosc2 runs them, and the result is cast
+//! to the dtype NumPy gives the expression ([`super::numpy_types`]).
 //! NumPy's meaning is kept where SQL's differs: `/` divides integers as floats, `//`
 //! rounds toward −∞, `%` takes the divisor's sign, `&` `|` `^` `~` are logical on
 //! booleans and bitwise on integers, and the result is cast to the declared dtype as
@@ -261,24 +263,15 @@ fn is_integer(t: &DataType) -> bool {
 
 fn unary(op: UnaryOp, x: Expr, schema: &DFSchema) -> Translated {
     Ok(match op {
-        UnaryOp::Neg => match type_of(&x, schema)? {
-            // NumPy negates unsigned integers modulo 2^bits; DataFusion refuses to negate
-            // them, but subtracts with wraparound.
-            t if t.is_unsigned_integer() => {
-                let zero = ScalarValue::UInt8(Some(0))
-                    .cast_to(&t)
-                    .map_err(|e| e.to_string())?;
-                binary_expr(lit(zero), Operator::Minus, x)
-            }
-            _ => Expr::Negative(Box::new(x)),
-        },
+        // Operands are signed here (numexpr's kinds): `-u` of a uint8 is negated in int32
+        // and wraps when cast to uint8.
+        UnaryOp::Neg => Expr::Negative(Box::new(x)),
         UnaryOp::Pos => x,
         UnaryOp::Invert => match type_of(&x, schema)? {
             DataType::Boolean => Expr::Not(Box::new(x)),
             t if t.is_integer() => {
                 let ones = ScalarValue::Int64(Some(-1))
                     .cast_to(&t)
-                    .or_else(|_| ScalarValue::UInt64(Some(u64::MAX)).cast_to(&t))
                     .map_err(|e| e.to_string())?;
                 binary_expr(x, Operator::BitwiseXor, lit(ones))
             }
