@@ -25,6 +25,7 @@ fn stdout_failed(e: std::io::Error) -> ! {
 }
 
 mod output;
+mod parquet_out;
 mod repl;
 mod stores;
 
@@ -35,6 +36,7 @@ use datafusion_blosc2::dataset::{Dataset, OpenOptions};
 use datafusion_blosc2::provider::{
     Blosc2Options, Blosc2SessionExt, member_locations, open_provider, resolve_location,
 };
+use parquet_out::ParquetOut;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -187,11 +189,14 @@ fn msg(e: impl std::fmt::Display) -> String {
 }
 
 fn context() -> SessionContext {
+    context_with(SessionConfig::new().with_information_schema(true))
+}
+
+fn context_with(config: SessionConfig) -> SessionContext {
     let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
         .with_object_store_registry(Arc::new(stores::RemoteStores::default()))
         .build_arc()
         .expect("a runtime of default settings");
-    let config = SessionConfig::new().with_information_schema(true);
     let ctx = SessionContext::new_with_config_rt(config, runtime).with_blosc2_url_tables();
     ctx.enable_blosc2();
     ctx
@@ -236,7 +241,9 @@ async fn export(
 ) -> CliResult {
     use datafusion::parquet::basic::{Compression as PqCompression, ZstdLevel};
     use futures::StreamExt;
-    let ctx = context();
+    // One partition: the rows keep the container's order (the blocks of each chunk still
+    // decode in parallel, and the Parquet encoding runs on every core).
+    let ctx = context_with(SessionConfig::new().with_target_partitions(1));
     let table = open_provider(&ctx.runtime_env(), path, &opts(dtype))
         .await
         .map_err(msg)?;
@@ -255,9 +262,8 @@ async fn export(
         .build();
     let mut stream = df.execute_stream().await.map_err(msg)?;
     let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let mut writer =
-        datafusion::parquet::arrow::ArrowWriter::try_new(file, stream.schema(), Some(props))
-            .map_err(msg)?;
+    let file = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut writer = ParquetOut::try_new(file, stream.schema(), props).map_err(msg)?;
     let progress = std::io::stderr().is_terminal();
     let mut rows = 0usize;
     let mut last = std::time::Instant::now();

@@ -1,5 +1,6 @@
 //! Running SQL and writing results in the requested format.
 
+use crate::parquet_out::ParquetOut;
 use crate::{CliResult, Format, msg};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -31,7 +32,7 @@ pub struct Sink {
     /// The statement's batches, for the aligned table, which needs every row to size columns.
     table_rows: Vec<RecordBatch>,
     csv_header_due: bool,
-    parquet: Option<datafusion::parquet::arrow::ArrowWriter<Box<dyn Write + Send>>>,
+    parquet: Option<ParquetOut<Box<dyn Write + Send>>>,
     ipc: Option<datafusion::arrow::ipc::writer::StreamWriter<Box<dyn Write + Send>>>,
     json_first: bool,
 }
@@ -76,11 +77,8 @@ impl Sink {
             let mut sink = || std::mem::replace(&mut self.out, Box::new(std::io::sink()));
             match self.format {
                 Format::Parquet if self.parquet.is_none() => {
-                    let w = datafusion::parquet::arrow::ArrowWriter::try_new(
-                        sink(),
-                        schema.clone(),
-                        None,
-                    );
+                    let props = datafusion::parquet::file::properties::WriterProperties::default();
+                    let w = ParquetOut::try_new(sink(), schema.clone(), props);
                     self.parquet = Some(w.map_err(msg)?);
                 }
                 Format::Arrow if self.ipc.is_none() => {
