@@ -3,12 +3,13 @@
 //!
 //! It evaluates the expression with numexpr, which runs each operation in one of five
 //! kinds, the widest of its operands' (bool < int32 < int64 < float32 < float64): integer
-//! columns of up to two bytes compute as int32 (`(s * s) // 7` over int16 does not wrap at
-//! 16 bits), uint32 and uint64 as int64 (uint64 bit for bit), integer literals as int32
-//! when they fit, float literals as float64, integers divided by `/` as float64. [`numexpr_type`] and [`numexpr_int`] put
-//! the operands in those kinds, so that DataFusion's own coercion among them computes what
-//! numexpr does. python-blosc2 then casts numexpr's result to the dtype NumPy's promotion
-//! gives the expression ([`numpy_type`]; NEP 50: Python numbers are "weak" and take the
+//! columns of up to two bytes compute as int32 (`(s * s) // 7` over int16 does not wrap
+//! at 16 bits), uint32 and uint64 as int64 (uint64 bit for bit), integer literals as
+//! int32 when they fit, float literals as float64, integers divided by `/` as float64.
+//! [`numexpr_type`] and [`numexpr_int`] put the operands in those kinds, so that
+//! DataFusion's own coercion among them computes what numexpr does. python-blosc2 then
+//! casts numexpr's result to the dtype NumPy's promotion gives the expression
+//! ([`numpy_type`]; NEP 50: Python numbers are "weak" and take the
 //! array's type), which a declared dtype only relabels.
 
 use crate::array::expression::{BinaryOp, Expression};
