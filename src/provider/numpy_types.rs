@@ -120,7 +120,8 @@ fn call(name: &str, mut args: Vec<Np>) -> Option<Np> {
             let b = args.pop()?;
             promote(args.pop()?, b)?
         }
-        "abs" | "square" | "lower" | "upper" => args.pop()?,
+        // NumPy 2 rounds integers to themselves (`floor` of an int32 is an int32).
+        "abs" | "square" | "lower" | "upper" | "floor" | "ceil" | "trunc" => args.pop()?,
         "isnan" | "contains" | "startswith" | "endswith" => Np::Strong(DataType::Boolean),
         "arctan2" | "atan2" => {
             let b = args.pop()?;
@@ -134,11 +135,14 @@ fn call(name: &str, mut args: Vec<Np>) -> Option<Np> {
 }
 
 /// The type NumPy's float functions (`sqrt`, `sin`, …) return for an argument of type
-/// `t`: floats keep theirs, 2-byte integers give float32, wider ones float64 (1-byte
-/// integers and booleans give float16, which has no Arrow column type here).
+/// `t`: floats keep theirs, 1-byte integers and booleans give float16, 2-byte integers
+/// float32, wider ones float64.
 fn float_of(t: Np) -> Option<Np> {
     Some(match t {
         Np::Strong(t) if t.is_floating() => Np::Strong(t),
+        Np::Strong(DataType::Int8 | DataType::UInt8 | DataType::Boolean) => {
+            Np::Strong(DataType::Float16)
+        }
         Np::Strong(DataType::Int16 | DataType::UInt16) => Np::Strong(DataType::Float32),
         Np::Strong(t) if t.is_integer() && int_bytes(&t)? >= 4 => Np::Strong(DataType::Float64),
         Np::WeakInt | Np::WeakFloat => Np::WeakFloat,
@@ -231,7 +235,8 @@ mod tests {
     use DataType as T;
 
     /// The dtypes python-blosc2 4.14.1 reported for these expressions (its
-    /// `t[name].dtype`) over columns s8 int8, s16 int16, u16 uint16, u32 uint32, l int64,
+    /// `t[name].dtype`) over columns s8 int8, s16 int16, u8 uint8, u16 uint16, u32 uint32,
+    /// u64 uint64, l int64,
     /// h float32, b bool, i int32, f float64, a float32.
     #[test]
     fn numpy_types_as_python_blosc2_reports_them() {
@@ -278,12 +283,18 @@ mod tests {
             ("i / s16", T::Float64),
             ("u8 + 300", T::UInt8),
             ("i * f", T::Float64),
+            ("sqrt(s8)", T::Float16),
+            ("sin(u8) * 2", T::Float16),
+            ("floor(i)", T::Int32),
+            ("ceil(s8)", T::Int8),
+            ("exp(u8 / 100)", T::Float64),
+            ("log(u8 + 1)", T::Float16),
         ] {
             let got = numpy_type(&parse(expr).unwrap(), &col);
             assert_eq!(got, Some(want), "{expr}");
         }
         // Not known for sure: left to the computed type.
-        for expr in ["sqrt(s8)", "floor(i)", "'x'", "zz + 1"] {
+        for expr in ["'x'", "zz + 1", "expm1(f)"] {
             assert_eq!(numpy_type(&parse(expr).unwrap(), &col), None, "{expr}");
         }
     }
