@@ -236,8 +236,7 @@ mod tests {
 
     /// The dtypes python-blosc2 4.14.1 reported for these expressions (its
     /// `t[name].dtype`) over columns s8 int8, s16 int16, u8 uint8, u16 uint16, u32 uint32,
-    /// u64 uint64, l int64,
-    /// h float32, b bool, i int32, f float64, a float32.
+    /// u64 uint64, l int64, h float32, b bool, i int32, f float64, a float32.
     #[test]
     fn numpy_types_as_python_blosc2_reports_them() {
         let col = |n: &str| {
