@@ -6,7 +6,7 @@
 //! (its schema, Arrow metadata, properties; row groups of `max_row_group_row_count` rows).
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_writer::{
     ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves,
@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub struct ParquetOut<W: Write + Send> {
     encoder: Encoder<W>,
     row_group_rows: usize,
-    threads: usize,
     /// Rows of the row group being filled.
     filling: Vec<RecordBatch>,
     filling_rows: usize,
@@ -36,11 +35,12 @@ impl<W: Write + Send> ParquetOut<W> {
         let row_group_rows = props.max_row_group_row_count().unwrap_or(1 << 20).max(1);
         let (writer, factory) =
             ArrowWriter::try_new(out, schema.clone(), Some(props))?.into_serialized_writer()?;
-        let leaves = schema
-            .fields()
-            .iter()
-            .map(|f| leaf_count(f.data_type()))
-            .collect();
+        // The Parquet leaf columns of each top-level field, as the file's schema maps them.
+        let descr = writer.schema_descr();
+        let mut leaves = vec![0; schema.fields().len()];
+        for leaf in 0..descr.num_columns() {
+            leaves[descr.get_column_root_idx(leaf)] += 1;
+        }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(ParquetOut {
             encoder: Encoder {
@@ -52,7 +52,6 @@ impl<W: Write + Send> ParquetOut<W> {
                 row_groups: 0,
             },
             row_group_rows,
-            threads,
             filling: Vec::new(),
             filling_rows: 0,
             full: Vec::new(),
@@ -72,7 +71,7 @@ impl<W: Write + Send> ParquetOut<W> {
             if self.filling_rows == self.row_group_rows {
                 self.full.push(std::mem::take(&mut self.filling));
                 self.filling_rows = 0;
-                if self.full.len() >= self.threads {
+                if self.full.len() >= self.encoder.threads {
                     self.encoder.encode(std::mem::take(&mut self.full))?;
                 }
             }
@@ -179,20 +178,6 @@ impl Task<'_> {
             .into_iter()
             .map(ArrowColumnWriter::close)
             .collect()
-    }
-}
-
-/// The Parquet leaf columns an Arrow type becomes: one, or those of its children.
-fn leaf_count(t: &DataType) -> usize {
-    match t {
-        DataType::Struct(fields) => fields.iter().map(|f| leaf_count(f.data_type())).sum(),
-        DataType::List(f)
-        | DataType::LargeList(f)
-        | DataType::ListView(f)
-        | DataType::LargeListView(f)
-        | DataType::FixedSizeList(f, _)
-        | DataType::Map(f, _) => leaf_count(f.data_type()),
-        _ => 1,
     }
 }
 
