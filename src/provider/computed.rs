@@ -8,11 +8,14 @@
 //! rounds toward −∞, `%` takes the divisor's sign, `&` `|` `^` `~` are logical on
 //! booleans and bitwise on integers, and the result is cast to the declared dtype as
 //! NumPy's `astype` casts (integers wrap: `u + 300` over `uint8` is `uint8`). The
-//! functions are those DataFusion has with NumPy's meaning (`sqrt`, `log`, `arctan2`,
-//! `where`, `contains`, …); a definition using another (`expm1`, `hypot`, …) leaves its
-//! column out of the schema, and the schema metadata says why ([`OMITTED_KEY`]).
+//! functions are numexpr's: those DataFusion has with their meaning (`sqrt`, `log`,
+//! `arctan2`, `where`, `contains`, …) and the others in [`super::numexpr_functions`]
+//! (`maximum`, `hypot`, `round`, …), each computed in the kind numexpr chooses; a
+//! definition using another function leaves its column out of the schema, and the
+//! schema metadata says why ([`OMITTED_KEY`]).
 //! Computed values of rows whose operands are null are null.
 
+use super::numexpr_functions::{FloatComparison, NumexprFunction, function_kind};
 use super::numpy_types::{numexpr_int, numexpr_kind, numexpr_type, numpy_type};
 use super::wrapping_cast::wrapping_cast;
 use crate::array::computed::{ComputedColumn, Definition};
@@ -305,6 +308,17 @@ fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Translated {
         return binary(op, int(a, &ta), int(b, &tb), schema);
     }
     let both_int = is_integer(&ta) && is_integer(&tb);
+    if let Some(cmp) = float_comparison(op).filter(|_| ta.is_floating() || tb.is_floating()) {
+        // numexpr compares in the operands' kind, as IEEE 754 does (NaN is unordered).
+        let Some(kind) = numexpr_kind(&ta, &tb) else {
+            return Err(format!("{op:?} of {ta} and {tb}"));
+        };
+        let to = |e: Expr, t: &DataType| match *t == kind {
+            true => e,
+            false => Expr::Cast(Cast::new(Box::new(e), kind.clone())),
+        };
+        return Ok(cmp.call(to(a, &ta), to(b, &tb)));
+    }
     let simple = |o: Operator| Ok(binary_expr(a.clone(), o, b.clone()));
     match op {
         B::Lt => simple(Operator::Lt),
@@ -373,6 +387,20 @@ fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Translated {
             }
         }
     }
+}
+
+/// The float comparison `op` is, if it is one.
+fn float_comparison(op: BinaryOp) -> Option<FloatComparison> {
+    use BinaryOp as B;
+    Some(match op {
+        B::Lt => FloatComparison::Lt,
+        B::Le => FloatComparison::Le,
+        B::Gt => FloatComparison::Gt,
+        B::Ge => FloatComparison::Ge,
+        B::Eq => FloatComparison::Eq,
+        B::Ne => FloatComparison::Ne,
+        _ => return None,
+    })
 }
 
 /// `e` (an integer `//` or `%` by `divisor`), but 0 where the divisor is 0, as NumPy gives
@@ -505,6 +533,25 @@ fn call(name: &str, mut args: Vec<Expr>, schema: &DFSchema) -> Translated {
             return Ok(binary_expr(x.clone(), Operator::Multiply, x));
         }
         _ => {}
+    }
+    if let Some(f) = NumexprFunction::named(name) {
+        arity(f.arity())?;
+        let types = args
+            .iter()
+            .map(|a| type_of(a, schema))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(kind) = function_kind(f, &types) else {
+            return Err(format!("{name}() of {types:?}"));
+        };
+        let args = args
+            .into_iter()
+            .zip(&types)
+            .map(|(a, t)| match t == &kind {
+                true => a,
+                false => Expr::Cast(Cast::new(Box::new(a), kind.clone())),
+            })
+            .collect();
+        return Ok(f.call(args));
     }
     let (df_name, n) = match name {
         "log" => ("ln", 1),
@@ -646,7 +693,8 @@ mod tests {
         );
         for (expr, why) in [
             ("o0 & 1", "And of Float64"),
-            ("expm1(o0)", "expm1() is not supported"),
+            ("cbrt(o0)", "cbrt() is not supported"),
+            ("maximum(o0)", "takes 2 arguments"),
             ("sqrt(o0, 2)", "takes 1 arguments"),
         ] {
             let e = translated(&["f"], expr).unwrap_err();
@@ -656,7 +704,7 @@ mod tests {
             translated(&["f"], "where(o0 > 0, log(o0), arctan2(o0, 1))")
                 .unwrap()
                 .to_string(),
-            "CASE WHEN f > Int32(0) THEN ln(f) ELSE atan2(f, Int32(1)) END"
+            "CASE WHEN ieee_gt(f, CAST(Int32(0) AS Float64)) THEN ln(f) ELSE atan2(f, Int32(1)) END"
         );
     }
 }

@@ -10,6 +10,7 @@ mod listed;
 mod member_value;
 pub mod members;
 pub mod multi;
+pub mod numexpr_functions;
 pub mod numpy_types;
 mod opener;
 pub mod partition;

@@ -122,14 +122,23 @@ fn call(name: &str, mut args: Vec<Np>) -> Option<Np> {
         }
         // NumPy 2 rounds integers to themselves (`floor` of an int32 is an int32).
         "abs" | "square" | "lower" | "upper" | "floor" | "ceil" | "trunc" => args.pop()?,
-        "isnan" | "contains" | "startswith" | "endswith" => Np::Strong(DataType::Boolean),
-        "arctan2" | "atan2" => {
+        "real" | "conj" | "imag" | "round" | "sign" => args.pop()?,
+        "isnan" | "isinf" | "isfinite" | "signbit" | "contains" | "startswith" | "endswith" => {
+            Np::Strong(DataType::Boolean)
+        }
+        "maximum" | "minimum" => {
+            let b = args.pop()?;
+            promote(args.pop()?, b)?
+        }
+        "arctan2" | "atan2" | "hypot" | "copysign" | "nextafter" => {
             let b = args.pop()?;
             float_of(promote(args.pop()?, b)?)?
         }
         "sqrt" | "exp" | "log" | "log2" | "log10" | "sin" | "cos" | "tan" | "arcsin" | "asin"
         | "arccos" | "acos" | "arctan" | "atan" | "sinh" | "cosh" | "tanh" | "arcsinh"
-        | "asinh" | "arccosh" | "acosh" | "arctanh" | "atanh" => float_of(args.pop()?)?,
+        | "asinh" | "arccosh" | "acosh" | "arctanh" | "atanh" | "expm1" | "log1p" => {
+            float_of(args.pop()?)?
+        }
         _ => return None,
     })
 }
@@ -288,12 +297,23 @@ mod tests {
             ("ceil(s8)", T::Int8),
             ("exp(u8 / 100)", T::Float64),
             ("log(u8 + 1)", T::Float16),
+            ("maximum(s8, u8)", T::Int16),
+            ("maximum(h, i)", T::Float64),
+            ("minimum(i, l)", T::Int64),
+            ("log1p(s8)", T::Float16),
+            ("expm1(i)", T::Float64),
+            ("sign(u8)", T::UInt8),
+            ("round(i)", T::Int32),
+            ("copysign(h, f)", T::Float64),
+            ("hypot(h, a)", T::Float32),
+            ("imag(i)", T::Int32),
+            ("isinf(h)", T::Boolean),
         ] {
             let got = numpy_type(&parse(expr).unwrap(), &col);
             assert_eq!(got, Some(want), "{expr}");
         }
         // Not known for sure: left to the computed type.
-        for expr in ["'x'", "zz + 1", "expm1(f)"] {
+        for expr in ["'x'", "zz + 1", "cbrt(f)"] {
             assert_eq!(numpy_type(&parse(expr).unwrap(), &col), None, "{expr}");
         }
     }

@@ -77,6 +77,19 @@ pub fn json_of(col: &dyn Array, i: usize) -> Value {
     }
 }
 
+/// Value `i` of a float column, widened to `f64` (`None` for null or another type).
+fn float_at(col: &dyn Array, i: usize) -> Option<f64> {
+    if col.is_null(i) {
+        return None;
+    }
+    Some(match col.data_type() {
+        DataType::Float16 => col.as_primitive::<Float16Type>().value(i).to_f64(),
+        DataType::Float32 => col.as_primitive::<Float32Type>().value(i) as f64,
+        DataType::Float64 => col.as_primitive::<Float64Type>().value(i),
+        _ => return None,
+    })
+}
+
 pub fn close(a: &Value, b: &Value) -> bool {
     match (a.as_f64(), b.as_f64()) {
         (Some(x), Some(y)) => (x - y).abs() <= 1e-6 * x.abs().max(y.abs()).max(1.0),
@@ -198,7 +211,8 @@ pub fn column_matches(batches: &[RecordBatch], name: &str, want: &[Value]) -> Re
 
 /// Computed columns (virtual, an expression over stored columns) through SQL, every value
 /// against python-blosc2's: exact, but for columns of transcendental functions
-/// (`computed_approx`), which may differ from NumPy's libm in the last bits. Columns
+/// (`computed_approx`), which may differ from NumPy's libm in the last bits. Floats
+/// written as Python's repr (`"-0.0"`, `"nan"`) are compared bit for bit. Columns
 /// whose definitions cannot be evaluated (`computed_omitted`) are left out of the schema,
 /// and its metadata says why.
 #[tokio::test]
@@ -250,6 +264,21 @@ async fn computed_columns_match_python_blosc2() {
                 let c = b.column(0);
                 for i in 0..c.len() {
                     let got = json_of(c.as_ref(), i);
+                    if let Some(w) = want[k].as_str().and_then(|w| w.parse::<f64>().ok()) {
+                        // A float as Python's repr: NaN, ±inf and the sign of zero count.
+                        let x = float_at(c.as_ref(), i);
+                        let same = match x {
+                            Some(x) if x.is_nan() || w.is_nan() => x.is_nan() && w.is_nan(),
+                            Some(x) if approx.contains(&name.as_str()) && x != w => {
+                                (x - w).abs() <= 4.0 * f64::EPSILON * x.abs().max(w.abs())
+                            }
+                            Some(x) => x.to_bits() == w.to_bits(),
+                            None => false,
+                        };
+                        assert!(same, "{rel}: {name}[{k}] = {x:?}, want {w:?}");
+                        k += 1;
+                        continue;
+                    }
                     let same = match (got.as_f64(), want[k].as_f64()) {
                         (Some(x), Some(y)) if approx.contains(&name.as_str()) => {
                             (x - y).abs() <= 4.0 * f64::EPSILON * x.abs().max(y.abs())
