@@ -16,6 +16,7 @@
 //! Computed values of rows whose operands are null are null.
 
 use super::numexpr_functions::{FloatComparison, NumexprFunction, function_kind};
+use super::numpy_functions;
 use super::numpy_types::{numexpr_int, numexpr_kind, numexpr_type, numpy_type};
 use super::wrapping_cast::wrapping_cast;
 use crate::array::computed::{ComputedColumn, Definition};
@@ -71,7 +72,12 @@ impl ComputedColumns {
                 continue; // A stored column of that name wins (as python-blosc2 refuses both).
             }
             match c.definition.as_ref().map_err(String::clone).and_then(|d| {
-                let e = translate(&d.tree, c, &df_schema)?;
+                let e = if numpy_functions::calls_numpy_function(&d.tree) {
+                    let column = |n: &str| operand(n, c).to_string();
+                    numpy_functions::translate(&d.tree, &column, &df_schema)?
+                } else {
+                    translate(&d.tree, c, &df_schema)?
+                };
                 let nullable = e.nullable(&df_schema).map_err(|e| e.to_string())?;
                 let own = numpy_type(&d.tree, &|n| {
                     let f = df_schema.field_with_unqualified_name(operand(n, c)).ok()?;

@@ -11,6 +11,7 @@ mod member_value;
 pub mod members;
 pub mod multi;
 pub mod numexpr_functions;
+mod numpy_functions;
 pub mod numpy_types;
 mod opener;
 pub mod partition;

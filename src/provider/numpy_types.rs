@@ -126,6 +126,14 @@ fn call(name: &str, mut args: Vec<Np>) -> Option<Np> {
         "isnan" | "isinf" | "isfinite" | "signbit" | "contains" | "startswith" | "endswith" => {
             Np::Strong(DataType::Boolean)
         }
+        // python-blosc2 casts NumPy's result (in the promoted type) to `x`'s:
+        // `clip(s, -5.5, 5)` over `int8` is `int8`.
+        "clip" => args.into_iter().next()?,
+        "reciprocal" => binary(BinaryOp::Div, args.pop()?, Np::WeakFloat)?,
+        "logaddexp" => {
+            let b = args.pop()?;
+            float_of(promote(args.pop()?, b)?)?
+        }
         "maximum" | "minimum" => {
             let b = args.pop()?;
             promote(args.pop()?, b)?
@@ -156,6 +164,23 @@ fn float_of(t: Np) -> Option<Np> {
         Np::Strong(t) if t.is_integer() && int_bytes(&t)? >= 4 => Np::Strong(DataType::Float64),
         Np::WeakInt | Np::WeakFloat => Np::WeakFloat,
         Np::Strong(_) => return None,
+    })
+}
+
+/// The type NumPy computes an operation on `args` in: their promotion (NEP 50); `None`
+/// where this does not know it for sure.
+pub fn promoted_type(
+    args: &[&Expression],
+    name_type: &dyn Fn(&str) -> Option<DataType>,
+) -> Option<DataType> {
+    let mut t = numpy(args.first()?, name_type)?;
+    for a in &args[1..] {
+        t = promote(t, numpy(a, name_type)?)?;
+    }
+    Some(match t {
+        Np::Strong(t) => t,
+        Np::WeakInt => DataType::Int64,
+        Np::WeakFloat => DataType::Float64,
     })
 }
 
@@ -308,6 +333,13 @@ mod tests {
             ("hypot(h, a)", T::Float32),
             ("imag(i)", T::Int32),
             ("isinf(h)", T::Boolean),
+            ("clip(s8, -5, 5)", T::Int8),
+            ("clip(s8, -5.5, 5)", T::Int8),
+            ("clip(i, f, 1)", T::Int32),
+            ("clip(h, 0, 1)", T::Float32),
+            ("reciprocal(s8)", T::Float64),
+            ("reciprocal(h)", T::Float32),
+            ("logaddexp(h, h)", T::Float32),
         ] {
             let got = numpy_type(&parse(expr).unwrap(), &col);
             assert_eq!(got, Some(want), "{expr}");
