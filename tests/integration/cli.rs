@@ -354,6 +354,15 @@ fn errors_are_short_and_exit_nonzero() {
     );
     fails(&["query", "SELECT * FROM"], 1, "error: SQL error");
     fails(&["query", "-t", "bad", "SELECT 1"], 1, "expected NAME=PATH");
+    // A computed column this crate leaves out: named with the reason, as a one-liner.
+    fails(
+        &[
+            "query",
+            "SELECT clx FROM 'tests/fixtures/ctable/computed-functions.b2d'",
+        ],
+        1,
+        "has no column clx: its computed column clx is left out: clip() is evaluated by NumPy",
+    );
     fails(
         &[
             "schema",

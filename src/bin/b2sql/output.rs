@@ -13,13 +13,62 @@ use std::path::Path;
 /// Runs one statement and streams its batches into `sink`.
 pub async fn run_sql(ctx: &SessionContext, sql: &str, sink: &mut Sink) -> CliResult {
     use futures::StreamExt;
-    let df = ctx.sql(sql).await.map_err(msg)?;
+    let df = match ctx.sql(sql).await {
+        Ok(df) => df,
+        Err(e) => return Err(with_left_out_column(ctx, sql, e).await),
+    };
     let mut stream = df.execute_stream().await.map_err(msg)?;
     sink.begin(stream.schema())?;
     while let Some(batch) = stream.next().await {
         sink.write(&batch.map_err(msg)?)?;
     }
     sink.end()
+}
+
+/// `e`'s message; but when it is a column no table has and a table the statement names
+/// left out a computed column of that name, why it did (`b2sql schema` says so too).
+async fn with_left_out_column(
+    ctx: &SessionContext,
+    sql: &str,
+    e: datafusion::error::DataFusionError,
+) -> String {
+    use datafusion::common::SchemaError;
+    use datafusion::error::DataFusionError;
+    use datafusion_blosc2::provider::computed::OMITTED_KEY;
+    let text = msg(&e);
+    let DataFusionError::SchemaError(err, _) = e.find_root() else {
+        return text;
+    };
+    let SchemaError::FieldNotFound { field, .. } = err.as_ref() else {
+        return text;
+    };
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let Ok(tables) = state
+        .sql_to_statement(sql, &dialect)
+        .and_then(|stmt| state.resolve_table_references(&stmt))
+    else {
+        return text;
+    };
+    for t in tables {
+        let Ok(provider) = ctx.table_provider(t.clone()).await else {
+            continue;
+        };
+        let schema = provider.schema();
+        let Some(note) = schema.metadata().get(OMITTED_KEY) else {
+            continue;
+        };
+        for line in note.lines() {
+            if let Some((name, why)) = line.split_once(": ")
+                && name == field.name()
+            {
+                return format!(
+                    "{t} has no column {name}: its computed column {name} is left out: {why}"
+                );
+            }
+        }
+    }
+    text
 }
 
 /// Where results go. Every format but the aligned table streams: a statement's batches
