@@ -30,6 +30,7 @@ use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::{
     Cast, Expr, ExprSchemable, Operator, ScalarUDF, TryCast, binary_expr, lit, when,
 };
+use datafusion::physical_expr::PhysicalExpr;
 use std::sync::Arc;
 
 /// Schema metadata key listing the computed columns left out of the schema, one
@@ -92,6 +93,24 @@ impl ComputedColumns {
             }
         }
         out
+    }
+
+    /// Each column's expression planned over the stored columns `stored` (those it was
+    /// translated against), in [`Self::columns`]' order.
+    ///
+    /// # Errors
+    /// DataFusion's, planning one (which [`Self::new`] already did once).
+    pub fn physical(&self, stored: &Schema) -> Result<Vec<Arc<dyn PhysicalExpr>>, String> {
+        let df_schema = DFSchema::try_from(stored.clone()).map_err(|e| e.to_string())?;
+        let state = SessionStateBuilder::new().build();
+        self.columns
+            .iter()
+            .map(|(_, e)| {
+                state
+                    .create_physical_expr(e.clone(), &df_schema)
+                    .map_err(|e| e.strip_backtrace())
+            })
+            .collect()
     }
 
     /// The `OMITTED_KEY` metadata value (`None` when nothing was left out).

@@ -8,6 +8,7 @@
 //! what a format says about whole files: their schema, statistics and order; the scan
 //! itself is [`super::source::Blosc2Source`].
 
+use super::computed::{ComputedColumns, full_schema};
 use super::listed::{ListedFiles, LocalReads, open_columns};
 use super::prune::{SummaryCache, exact_extrema};
 use super::source::Blosc2Source;
@@ -144,6 +145,18 @@ impl FileZoneMaps {
 
 /// The schemas of several files merged into one: fields by name (a type conflict is an
 /// error naming the file), schema metadata kept where every file agrees.
+/// A file's columns: its stored ones, then a CTable's computed columns (with the note of
+/// those left out).
+fn file_schema(ds: &Dataset) -> Schema {
+    let stored = dataset_schema(ds);
+    match ds {
+        Dataset::Table(t) if !t.computed.is_empty() => {
+            full_schema(&stored, &ComputedColumns::of_table(t, &stored))
+        }
+        _ => stored,
+    }
+}
+
 fn merge_schemas(schemas: Vec<(String, Schema)>) -> Result<Schema> {
     let mut it = schemas.into_iter();
     let Some((_, first)) = it.next() else {
@@ -194,7 +207,7 @@ impl FileFormat for Blosc2Format {
                 let (store, files) = (Arc::clone(store), files.clone());
                 async move {
                     let (ds, _) = files.open(&store, &o).await?;
-                    Ok::<_, DataFusionError>((o.location.to_string(), dataset_schema(&ds)))
+                    Ok::<_, DataFusionError>((o.location.to_string(), file_schema(&ds)))
                 }
             })
             .buffered(CONCURRENT_OPENS)

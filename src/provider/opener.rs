@@ -18,7 +18,8 @@
 //! `k × size / n`. Every zone lands in exactly one of the ranges that cover the file, and
 //! the zones a selection leaves spread evenly, wherever in the file they lie.
 
-use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box};
+use super::computed::ComputedColumns;
+use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box, remap_columns};
 use super::format::FileZoneMaps;
 use super::listed::{ListedFiles, Opened, open_columns};
 use super::text_filters::physical_text_matches;
@@ -126,13 +127,22 @@ struct FileScan {
     dynamic: bool,
     /// The reader tests stored text to select rows.
     text_tested: bool,
-    /// For each output column: its index in the reader's batch, or `None` (not in this
-    /// file: nulls).
-    columns: Vec<Option<usize>>,
+    /// How each output column is made.
+    columns: Vec<OutputColumn>,
     schema: SchemaRef,
     /// The file's zone maps, and the value columns recorded in them: positions in the
     /// reader's batch and dataset column indices.
     zone_maps: Option<(Arc<ZoneMaps>, RecordedColumns)>,
+}
+
+/// Where an output column of a file's scan comes from.
+enum OutputColumn {
+    /// The reader's batch column at this position.
+    Read(usize),
+    /// Not in this file: nulls.
+    Null,
+    /// A CTable computed column of this file, evaluated over the reader's batch.
+    Computed(Arc<dyn PhysicalExpr>),
 }
 
 /// Value columns recorded in zone maps: (position in the batch, dataset column index).
@@ -225,13 +235,39 @@ impl FileScan {
         zone_maps: Option<Arc<ZoneMaps>>,
     ) -> Result<Self> {
         let own = Arc::new(dataset_schema(ds));
+        let computed = match &**ds {
+            Dataset::Table(t) if !t.computed.is_empty() => ComputedColumns::of_table(t, &own),
+            _ => ComputedColumns::default(),
+        };
         let mut read: Vec<usize> = Vec::new();
         let mut columns = Vec::with_capacity(schema.fields().len());
+        // Computed columns produced: (output position, index in `computed`).
+        let mut evaluated = Vec::new();
         for f in schema.fields() {
+            let computed_here = || {
+                computed
+                    .columns
+                    .iter()
+                    .position(|(c, _)| c.name() == f.name())
+            };
             match own.index_of(f.name()) {
                 Ok(i) if own.field(i).data_type() == f.data_type() => {
-                    columns.push(Some(read.len()));
+                    columns.push(OutputColumn::Read(read.len()));
                     read.push(i);
+                }
+                Err(_) if computed_here().is_some() => {
+                    let k = computed_here().expect("found");
+                    let t = computed.columns[k].0.data_type();
+                    if t != f.data_type() {
+                        return Err(DataFusionError::Execution(format!(
+                            "{}: computed column {:?} is {t} here, but the table's is {}",
+                            ds.display(),
+                            f.name(),
+                            f.data_type()
+                        )));
+                    }
+                    evaluated.push((columns.len(), k));
+                    columns.push(OutputColumn::Null);
                 }
                 Ok(i) => {
                     return Err(DataFusionError::Execution(format!(
@@ -242,13 +278,23 @@ impl FileScan {
                         f.data_type()
                     )));
                 }
-                Err(_) if f.is_nullable() => columns.push(None),
+                Err(_) if f.is_nullable() => columns.push(OutputColumn::Null),
                 Err(_) => {
                     return Err(DataFusionError::Execution(format!(
                         "{}: no column {:?}, which the table has and cannot hold nulls",
                         ds.display(),
                         f.name()
                     )));
+                }
+            }
+        }
+        // The stored columns computed ones are made of are read too (after the others).
+        for &(_, k) in &evaluated {
+            for c in computed.columns[k].1.column_refs() {
+                if let Ok(i) = own.index_of(&c.name)
+                    && !read.contains(&i)
+                {
+                    read.push(i);
                 }
             }
         }
@@ -273,6 +319,16 @@ impl FileScan {
         let reader = BatchReader::with_schema(Arc::clone(ds), Arc::clone(&own), Some(read))
             .with_block_threads(if big_chunks { block_threads } else { 1 })
             .with_text_matches(text_matches);
+        if !evaluated.is_empty() {
+            let planned = computed.physical(&own).map_err(|e| {
+                DataFusionError::Execution(format!("{}: computed columns: {e}", ds.display()))
+            })?;
+            let batch_schema = reader.schema();
+            for (pos, k) in evaluated {
+                let e = remap_columns(Arc::clone(&planned[k]), &batch_schema)?;
+                columns[pos] = OutputColumn::Computed(e);
+            }
+        }
         let dynamic = filters
             .iter()
             .any(|f| DynamicFilterTracking::classify(f).contains_dynamic_filter());
@@ -403,10 +459,11 @@ impl FileScan {
             .iter()
             .zip(self.schema.fields())
             .map(|(c, f)| match c {
-                Some(i) => Arc::clone(batch.column(*i)),
-                None => new_null_array(f.data_type(), rows),
+                OutputColumn::Read(i) => Ok(Arc::clone(batch.column(*i))),
+                OutputColumn::Null => Ok(new_null_array(f.data_type(), rows)),
+                OutputColumn::Computed(e) => e.evaluate(&batch)?.into_array(rows),
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let opts = RecordBatchOptions::new().with_row_count(Some(rows));
         Ok(Some(RecordBatch::try_new_with_options(
             Arc::clone(&self.schema),

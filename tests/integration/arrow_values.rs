@@ -218,14 +218,13 @@ pub fn column_matches(batches: &[RecordBatch], name: &str, want: &[Value]) -> Re
 #[tokio::test]
 async fn computed_columns_match_python_blosc2() {
     use datafusion::prelude::{SessionConfig, SessionContext};
-    use datafusion_blosc2::provider::computed::OMITTED_KEY;
     use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
     let v: Value = crate::util::expected_json("tables.json");
     let mut checked = 0;
     for (rel, t) in v.as_object().unwrap() {
-        let Some(computed) = t.get("computed").and_then(Value::as_object) else {
+        if t.get("computed").is_none() {
             continue;
-        };
+        }
         // One partition: rows in table order.
         let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
         ctx.register_blosc2(
@@ -235,67 +234,77 @@ async fn computed_columns_match_python_blosc2() {
         )
         .await
         .unwrap();
-        let schema = ctx.table("t").await.unwrap().schema().as_arrow().clone();
-        let note = schema
-            .metadata()
-            .get(OMITTED_KEY)
-            .cloned()
-            .unwrap_or_default();
-        for name in t["computed_omitted"].as_array().unwrap() {
-            let name = name.as_str().unwrap();
-            assert!(schema.index_of(name).is_err(), "{rel}: {name} is left out");
-            assert!(
-                note.contains(&format!("{name}: ")),
-                "{rel}: {note:?} names {name}"
-            );
-        }
-        let approx = strings(&t["computed_approx"]);
-        for (name, want) in computed {
-            let batches = ctx
-                .sql(&format!("SELECT \"{name}\" FROM t"))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap_or_else(|e| panic!("{rel}: {name}: {e}"));
-            let want = want.as_array().unwrap();
-            let mut k = 0;
-            for b in &batches {
-                let c = b.column(0);
-                for i in 0..c.len() {
-                    let got = json_of(c.as_ref(), i);
-                    if let Some(w) = want[k].as_str().and_then(|w| w.parse::<f64>().ok()) {
-                        // A float as Python's repr: NaN, ±inf and the sign of zero count.
-                        let x = float_at(c.as_ref(), i);
-                        let same = match x {
-                            Some(x) if x.is_nan() || w.is_nan() => x.is_nan() && w.is_nan(),
-                            Some(x) if approx.contains(&name.as_str()) && x != w => {
-                                (x - w).abs() <= 4.0 * f64::EPSILON * x.abs().max(w.abs())
-                            }
-                            Some(x) => x.to_bits() == w.to_bits(),
-                            None => false,
-                        };
-                        assert!(same, "{rel}: {name}[{k}] = {x:?}, want {w:?}");
-                        k += 1;
-                        continue;
-                    }
-                    let same = match (got.as_f64(), want[k].as_f64()) {
-                        (Some(x), Some(y)) if approx.contains(&name.as_str()) => {
-                            (x - y).abs() <= 4.0 * f64::EPSILON * x.abs().max(y.abs())
-                        }
-                        // A declared float dtype over integer results (`f32`): the same number.
-                        (Some(x), Some(y)) => x == y,
-                        _ => got == want[k],
-                    };
-                    assert!(same, "{rel}: {name}[{k}] = {got}, want {}", want[k]);
-                    k += 1;
-                }
-            }
-            assert_eq!(k, want.len(), "{rel}: {name}: rows");
-            checked += 1;
-        }
+        checked += check_computed(&ctx, rel, t).await;
     }
     assert!(checked >= 15, "{checked} computed columns checked");
+}
+
+/// The computed columns of table `t` in `ctx` (one partition: rows in order) against
+/// the writer's values in `want` (`tables.json`); how many were compared.
+pub async fn check_computed(
+    ctx: &datafusion::prelude::SessionContext,
+    rel: &str,
+    want_table: &Value,
+) -> usize {
+    use datafusion_blosc2::provider::computed::OMITTED_KEY;
+    let computed = want_table["computed"].as_object().unwrap();
+    let schema = ctx.table("t").await.unwrap().schema().as_arrow().clone();
+    let note = schema
+        .metadata()
+        .get(OMITTED_KEY)
+        .cloned()
+        .unwrap_or_default();
+    for name in want_table["computed_omitted"].as_array().unwrap() {
+        let name = name.as_str().unwrap();
+        assert!(schema.index_of(name).is_err(), "{rel}: {name} is left out");
+        assert!(
+            note.contains(&format!("{name}: ")),
+            "{rel}: {note:?} names {name}"
+        );
+    }
+    let approx = strings(&want_table["computed_approx"]);
+    let close_enough = |x: f64, y: f64| (x - y).abs() <= 4.0 * f64::EPSILON * x.abs().max(y.abs());
+    for (name, want) in computed {
+        let is_approx = approx.contains(&name.as_str());
+        let batches = ctx
+            .sql(&format!("SELECT \"{name}\" FROM t"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("{rel}: {name}: {e}"));
+        let want = want.as_array().unwrap();
+        let mut k = 0;
+        for b in &batches {
+            let c = b.column(0);
+            for i in 0..c.len() {
+                let got = json_of(c.as_ref(), i);
+                if let Some(w) = want[k].as_str().and_then(|w| w.parse::<f64>().ok()) {
+                    // A float as Python's repr: NaN, ±inf and the sign of zero count.
+                    let x = float_at(c.as_ref(), i);
+                    let same = match x {
+                        Some(x) if x.is_nan() || w.is_nan() => x.is_nan() && w.is_nan(),
+                        Some(x) if is_approx && x != w => close_enough(x, w),
+                        Some(x) => x.to_bits() == w.to_bits(),
+                        None => false,
+                    };
+                    assert!(same, "{rel}: {name}[{k}] = {x:?}, want {w:?}");
+                    k += 1;
+                    continue;
+                }
+                let same = match (got.as_f64(), want[k].as_f64()) {
+                    (Some(x), Some(y)) if is_approx => close_enough(x, y),
+                    // A declared float dtype over integer results (`f32`): the same number.
+                    (Some(x), Some(y)) => x == y,
+                    _ => got == want[k],
+                };
+                assert!(same, "{rel}: {name}[{k}] = {got}, want {}", want[k]);
+                k += 1;
+            }
+        }
+        assert_eq!(k, want.len(), "{rel}: {name}: rows");
+    }
+    computed.len()
 }
 
 /// A hive-partitioned directory through the session extension: every row (member

@@ -141,11 +141,12 @@ async fn listing_tables_read_every_array_row() {
 }
 
 /// Single-file tables (`.b2z` CTables, BatchArrays, ObjectArrays): every live value
-/// against the writer's, and the same rows over byte ranges.
+/// against the writer's, and the same rows over byte ranges; a CTable's computed columns
+/// against python-blosc2's values.
 #[tokio::test]
 async fn listing_tables_read_every_table_value() {
     let v: Value = crate::util::expected_json("tables.json");
-    let mut checked = 0;
+    let (mut checked, mut computed) = (0, 0);
     for (rel, t) in v.as_object().unwrap() {
         let path = fixture(rel);
         if !path.is_file() || rel.ends_with(".b2e") {
@@ -156,19 +157,61 @@ async fn listing_tables_read_every_table_value() {
         check_table_values(rel, open(rel).await, t).await;
         let (_, batches) = read_all(open(rel).await, 1 << 20).await.unwrap();
         let want = cells(&batches);
+        // The stored columns (a CTable's computed ones follow them).
+        let stored: Vec<String> = t["order"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| format!("\"{}\"", c.as_str().unwrap()))
+            .collect();
+        let sql = format!("SELECT {} FROM t", stored.join(", "));
         let ctx = session(1, false);
         register(&ctx, path.to_str().unwrap(), &ext, vec![]).await;
-        assert_eq!(query(&ctx, "SELECT * FROM t").await, want, "{rel}");
+        assert_eq!(query(&ctx, &sql).await, want, "{rel}");
+        if t.get("computed").is_some() {
+            computed += crate::arrow_values::check_computed(&ctx, rel, t).await;
+        }
         let split = session(3, true);
         register(&split, path.to_str().unwrap(), &ext, vec![]).await;
         assert_eq!(
-            sorted(query(&split, "SELECT * FROM t").await),
+            sorted(query(&split, &sql).await),
             sorted(want),
             "{rel}: byte ranges"
         );
         checked += 1;
     }
     assert!(checked >= 5, "only {checked} single-file tables");
+    assert!(computed >= 50, "only {computed} computed columns");
+}
+
+/// Filters and aggregates over a listed CTable's computed columns, over byte ranges on
+/// three partitions, with zone maps recorded by the first statements: the table
+/// provider's answers (whose values `computed_columns_match_python_blosc2` checks).
+#[tokio::test]
+async fn listing_tables_filter_on_computed_columns() {
+    use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
+    let path = fixture("ctable/computed-functions.b2z");
+    let path = path.to_str().unwrap();
+    let listed = session(3, true);
+    register(&listed, path, ".b2z", vec![]).await;
+    let provider = session(3, false);
+    provider
+        .register_blosc2("t", path, Blosc2Options::default())
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT count(*) FROM t WHERE mx > 0.5",
+        "SELECT count(*) FROM t WHERE rj < 0 AND i > 0",
+        "SELECT count(*), sum(cli), min(clsf) FROM t WHERE inf OR sgi = 1",
+        "SELECT sum(rcs), max(mxis) FROM t WHERE j > 0",
+        "SELECT count(*) FROM t WHERE mx > 0.5",
+    ] {
+        assert_eq!(
+            query(&listed, sql).await,
+            query(&provider, sql).await,
+            "{sql}"
+        );
+    }
 }
 
 /// A hive-partitioned directory: the files' rows with the partition values DataFusion
