@@ -6,7 +6,8 @@
 //! - SQL: random arrays and CTables, random queries (predicates the scan pushes down,
 //!   aggregates it may fuse, TopK, GROUP BY); every query's result over the container (run
 //!   twice: the second run sees the zone maps the first one made), and over the same file
-//!   as a listing table, must equal DataFusion's result over a Parquet copy of the table,
+//!   as a listing table (`Blosc2Format`; a directory container through
+//!   `STORED AS BLOSC2`), must equal DataFusion's result over a Parquet copy of the table,
 //!   and the table must hold python-blosc2's values (`B2_SQL_DIFF_SEED`,
 //!   `B2_SQL_DIFF_CASES`, 24 by default).
 //!
@@ -20,6 +21,7 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_blosc2::chunk::{Chunk, DecodeLimits};
 use datafusion_blosc2::provider::{Blosc2Options, Blosc2SessionExt};
 use std::process::Command;
+use std::sync::Arc;
 
 /// Cases per run unless `B2_DIFF_CASES` says otherwise.
 const CASES: u32 = 400;
@@ -233,11 +235,21 @@ async fn random_sql_matches_datafusion_over_parquet() {
         ctx.register_blosc2("t", location, Blosc2Options::default())
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", case.desc));
-        // The same file as DataFusion's listing table (not for a directory of members,
-        // which a listing table reads without `filename` and with hive keys its own way,
-        // nor with computed columns, which listing tables do not have).
+        // The same file as DataFusion's listing table over `Blosc2Format`; a directory
+        // container (or a store leaf) through `CREATE EXTERNAL TABLE … STORED AS BLOSC2`.
+        // Not for a directory of members, which a listing table reads without `filename`
+        // and with hive keys its own way.
         let listed = case.listing;
-        if listed {
+        if listed && path.is_file() {
+            let ext = format!(".{}", case.path.rsplit('.').next().unwrap());
+            let options = datafusion::datasource::listing::ListingOptions::new(Arc::new(
+                datafusion_blosc2::provider::Blosc2Format::default(),
+            ))
+            .with_file_extension(ext);
+            ctx.register_listing_table("l", location, options, None, None)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", case.desc));
+        } else if listed {
             ctx.sql(&format!(
                 "CREATE EXTERNAL TABLE l STORED AS BLOSC2 LOCATION '{location}'"
             ))
