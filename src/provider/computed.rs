@@ -10,15 +10,17 @@
 //! NumPy's `astype` casts (integers wrap: `u + 300` over `uint8` is `uint8`). The
 //! functions are numexpr's: those DataFusion has with their meaning (`sqrt`, `log`,
 //! `arctan2`, `where`, `contains`, …) and the others in [`super::numexpr_functions`]
-//! (`maximum`, `hypot`, `round`, …), each computed in the kind numexpr chooses; a
-//! definition using another function leaves its column out of the schema, and the
-//! schema metadata says why ([`OMITTED_KEY`]).
+//! (`maximum`, `hypot`, `round`, …), each computed in the kind numexpr chooses. An
+//! expression calling `clip`, `reciprocal` or `logaddexp`, which numexpr lacks, is
+//! evaluated as NumPy evaluates it ([`super::numpy_mode`]). A definition using another
+//! function leaves its column out of the schema, and the schema metadata says why
+//! ([`OMITTED_KEY`]).
 //! Computed values of rows whose operands are null are null.
 
 use super::numexpr_functions::{FloatComparison, NumexprFunction, function_kind};
-use super::numpy_functions;
 use super::numpy_types::{numexpr_int, numexpr_kind, numexpr_type, numpy_type};
 use super::wrapping_cast::wrapping_cast;
+use super::{numpy_functions, numpy_mode};
 use crate::array::computed::{ComputedColumn, Definition};
 use crate::array::expression::{BinaryOp, Expression, UnaryOp};
 use crate::array::table::Table;
@@ -73,9 +75,9 @@ impl ComputedColumns {
                 continue; // A stored column of that name wins (as python-blosc2 refuses both).
             }
             match c.definition.as_ref().map_err(String::clone).and_then(|d| {
-                let e = if numpy_functions::calls_numpy_function(&d.tree) {
+                let e = if numpy_functions::first_numpy_call(&d.tree).is_some() {
                     let column = |n: &str| operand(n, c).to_string();
-                    numpy_functions::translate(&d.tree, &column, &df_schema)?
+                    numpy_mode::translate(&d.tree, &column, &df_schema)?
                 } else {
                     translate(&d.tree, c, &df_schema)?
                 };
@@ -308,7 +310,7 @@ fn unary(op: UnaryOp, x: Expr, schema: &DFSchema) -> Translated {
     })
 }
 
-fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Translated {
+pub(super) fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Translated {
     use BinaryOp as B;
     let (ta, tb) = (type_of(&a, schema)?, type_of(&b, schema)?);
     let both_bool = ta == DataType::Boolean && tb == DataType::Boolean;
@@ -415,7 +417,7 @@ fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Translated {
 }
 
 /// The float comparison `op` is, if it is one.
-fn float_comparison(op: BinaryOp) -> Option<FloatComparison> {
+pub(super) fn float_comparison(op: BinaryOp) -> Option<FloatComparison> {
     use BinaryOp as B;
     Some(match op {
         B::Lt => FloatComparison::Lt,

@@ -12,6 +12,7 @@ pub mod members;
 pub mod multi;
 pub mod numexpr_functions;
 mod numpy_functions;
+mod numpy_mode;
 pub mod numpy_types;
 mod opener;
 pub mod partition;

@@ -1,24 +1,18 @@
 //! The computed-column functions python-blosc2 4.14.1 evaluates with NumPy rather than
-//! numexpr (`clip`, `reciprocal`, `logaddexp`): numexpr does not know them, so the whole
-//! expression is then run by NumPy, in NumPy's types (no numexpr kinds: an `int8`
-//! operand stays `int8`, a Python number takes the array's type).
-//!
-//! Such a definition is translated when the function is the whole expression and its
-//! arguments are columns or numbers (`clip(x, 0, 1)`, `reciprocal(o0)`); inside a larger
-//! expression the rest would have to follow NumPy's arithmetic instead of numexpr's, which
-//! this does not do, so the column is left out with that reason.
+//! numexpr (`clip`, `reciprocal`, `logaddexp`: numexpr does not know them), as NumPy
+//! computes them, over arguments of one type; [`super::numpy_mode`] translates the
+//! expressions calling them.
 
-use super::numpy_types::{numpy_type, promoted_type};
-use crate::array::expression::{Expression, UnaryOp};
+use crate::array::expression::Expression;
 use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
 use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Field, FieldRef, Float32Type, Float64Type, Int8Type, Int16Type,
     Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
-use datafusion::common::{Column, DFSchema, Result, ScalarValue, exec_err};
+use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{
-    Cast, ColumnarValue, Expr, Operator, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, Volatility, binary_expr, lit,
+    ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility, lit,
 };
 use std::sync::Arc;
 
@@ -27,110 +21,8 @@ pub fn is_numpy_function(name: &str) -> bool {
     matches!(name, "clip" | "reciprocal" | "logaddexp")
 }
 
-/// Whether `e` calls one of the [`is_numpy_function`] functions anywhere.
-pub fn calls_numpy_function(e: &Expression) -> bool {
-    match e {
-        Expression::Call(name, args) => {
-            is_numpy_function(name) || args.iter().any(calls_numpy_function)
-        }
-        Expression::Unary(_, x) => calls_numpy_function(x),
-        Expression::Binary(_, a, b) => calls_numpy_function(a) || calls_numpy_function(b),
-        _ => false,
-    }
-}
-
-/// An argument: a stored column (by its name in `schema`) or a number.
-enum Arg {
-    Column(String, DataType),
-    Int(i64),
-    Float(f64),
-}
-
-/// `tree` (which calls a NumPy-evaluated function) as a DataFusion expression, its type
-/// NumPy's; `column` maps an operand name to its stored column.
-pub fn translate(
-    tree: &Expression,
-    column: &dyn Fn(&str) -> String,
-    schema: &DFSchema,
-) -> Result<Expr, String> {
-    let why = "is evaluated by NumPy in python-blosc2; only a call of it on columns and \
-               numbers is supported, not inside a larger expression";
-    let Expression::Call(name, tree_args) = tree else {
-        let name = first_numpy_call(tree).unwrap_or("clip");
-        return Err(format!("{name}() {why}"));
-    };
-    if !is_numpy_function(name) {
-        let name = first_numpy_call(tree).unwrap_or(name);
-        return Err(format!("{name}() {why}"));
-    }
-    let args = tree_args
-        .iter()
-        .map(|a| argument(a, column, schema).ok_or_else(|| format!("{name}() {why}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let arity = match name.as_str() {
-        "clip" => 3,
-        "reciprocal" => 1,
-        _ => 2,
-    };
-    if args.len() != arity {
-        return Err(format!(
-            "{name}() takes {arity} arguments, not {}",
-            args.len()
-        ));
-    }
-    if !matches!(args.first(), Some(Arg::Column(..))) {
-        return Err(format!("{name}() of a number"));
-    }
-    let name_type = |n: &str| {
-        let f = schema.field_with_unqualified_name(&column(n)).ok()?;
-        Some(f.data_type().clone())
-    };
-    // NumPy computes in the arguments' promoted type (`clip(s, -5.5, 5)` over `int8` in
-    // float64); the caller casts that to the type python-blosc2 gives the column.
-    let operands: Vec<&Expression> = tree_args.iter().collect();
-    let promoted = match name.as_str() {
-        "reciprocal" => numpy_type(tree, &name_type),
-        _ => promoted_type(&operands, &name_type),
-    };
-    let Some(t) = promoted else {
-        return Err(format!("{name}(): NumPy's type of it is not known here"));
-    };
-    let cast = |a: &Arg| -> Result<Expr, String> { as_type(a, &t) };
-    match name.as_str() {
-        "reciprocal" => {
-            let one = ScalarValue::Float64(Some(1.0))
-                .cast_to(&t)
-                .map_err(|e| e.to_string())?;
-            Ok(binary_expr(lit(one), Operator::Divide, cast(&args[0])?))
-        }
-        "logaddexp" if t.is_floating() => {
-            Ok(NumpyFunction::Logaddexp.call(vec![cast(&args[0])?, cast(&args[1])?]))
-        }
-        "clip" if t.is_integer() || t.is_floating() => {
-            let constant = |a: &Arg| !matches!(a, Arg::Column(..));
-            let f = if constant(&args[1]) && constant(&args[2]) {
-                NumpyFunction::ClipByConstants
-            } else {
-                NumpyFunction::Clip
-            };
-            let bound = |a: &Arg, upper: bool| -> Result<Expr, String> {
-                match (a, t.is_integer()) {
-                    (Arg::Int(v), true) => int_bound(*v, &t, upper),
-                    _ => cast(a),
-                }
-            };
-            Ok(f.call(vec![
-                cast(&args[0])?,
-                bound(&args[1], false)?,
-                bound(&args[2], true)?,
-            ]))
-        }
-        _ => Err(format!("{name}() of {t}")),
-    }
-}
-
-/// The first NumPy-evaluated function `e` calls.
-fn first_numpy_call(e: &Expression) -> Option<&str> {
+/// The first function `e` calls that python-blosc2 evaluates with NumPy.
+pub fn first_numpy_call(e: &Expression) -> Option<&str> {
     match e {
         Expression::Call(name, _) if is_numpy_function(name) => Some(name),
         Expression::Call(_, args) => args.iter().find_map(first_numpy_call),
@@ -140,48 +32,10 @@ fn first_numpy_call(e: &Expression) -> Option<&str> {
     }
 }
 
-fn argument(e: &Expression, column: &dyn Fn(&str) -> String, schema: &DFSchema) -> Option<Arg> {
-    Some(match e {
-        Expression::Name(n) => {
-            let c = column(n);
-            let f = schema.field_with_unqualified_name(&c).ok()?;
-            Arg::Column(c, f.data_type().clone())
-        }
-        Expression::Int(v) => Arg::Int(*v),
-        Expression::Float(v) => Arg::Float(*v),
-        Expression::Unary(UnaryOp::Neg, x) => match argument(x, column, schema)? {
-            Arg::Int(v) => Arg::Int(v.checked_neg()?),
-            Arg::Float(v) => Arg::Float(-v),
-            Arg::Column(..) => return None,
-        },
-        _ => return None,
-    })
-}
-
-/// `a` as a value of type `t` (a number as NumPy's weak scalar takes the array's type).
-fn as_type(a: &Arg, t: &DataType) -> Result<Expr, String> {
-    Ok(match a {
-        Arg::Column(c, ct) => {
-            let e = Expr::Column(Column::new_unqualified(c));
-            if ct == t {
-                e
-            } else {
-                Expr::Cast(Cast::new(Box::new(e), t.clone()))
-            }
-        }
-        Arg::Int(v) => lit(ScalarValue::Int64(Some(*v))
-            .cast_to(t)
-            .map_err(|_| format!("{v} does not fit {t}"))?),
-        Arg::Float(v) => lit(ScalarValue::Float64(Some(*v))
-            .cast_to(t)
-            .map_err(|e| e.to_string())?),
-    })
-}
-
 /// An integer bound of `clip` over integers of type `t`: NumPy clips a Python integer
 /// beyond `t`'s range to it, which bounds nothing (a lower bound under the minimum, an
 /// upper one over the maximum); one beyond the other side is refused.
-fn int_bound(v: i64, t: &DataType, upper: bool) -> Result<Expr, String> {
+pub(crate) fn int_bound(v: i64, t: &DataType, upper: bool) -> Result<Expr, String> {
     if let Ok(x) = ScalarValue::Int64(Some(v)).cast_to(t) {
         return Ok(lit(x));
     }
@@ -217,7 +71,7 @@ fn range(t: &DataType) -> Option<(i128, i128)> {
 
 /// A function NumPy computes, over arguments of one type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum NumpyFunction {
+pub(crate) enum NumpyFunction {
     /// `clip(x, lo, hi)` with a column among the bounds: NaN if any is; a bound on ties
     /// (NumPy's general loop: `clip(-0.0, 0.0, 1)` is 0.0).
     Clip,
@@ -229,7 +83,8 @@ enum NumpyFunction {
 }
 
 impl NumpyFunction {
-    fn call(self, args: Vec<Expr>) -> Expr {
+    /// The call of this function on `args` (of one type).
+    pub(crate) fn call(self, args: Vec<Expr>) -> Expr {
         let n = if self == Self::Logaddexp { 2 } else { 3 };
         ScalarUDF::new_from_impl(NumpyUdf {
             function: self,

@@ -55,9 +55,12 @@ pub fn numexpr_int(v: i64) -> ScalarValue {
 
 /// An operand's NumPy type: an array's (strong), or a Python number's (weak).
 #[derive(Debug, Clone, PartialEq)]
-enum Np {
+pub(crate) enum Np {
+    /// An array of this type.
     Strong(DataType),
+    /// A Python `int`.
     WeakInt,
+    /// A Python `float`.
     WeakFloat,
 }
 
@@ -154,7 +157,7 @@ fn call(name: &str, mut args: Vec<Np>) -> Option<Np> {
 /// The type NumPy's float functions (`sqrt`, `sin`, …) return for an argument of type
 /// `t`: floats keep theirs, 1-byte integers and booleans give float16, 2-byte integers
 /// float32, wider ones float64.
-fn float_of(t: Np) -> Option<Np> {
+pub(crate) fn float_of(t: Np) -> Option<Np> {
     Some(match t {
         Np::Strong(t) if t.is_floating() => Np::Strong(t),
         Np::Strong(DataType::Int8 | DataType::UInt8 | DataType::Boolean) => {
@@ -167,25 +170,8 @@ fn float_of(t: Np) -> Option<Np> {
     })
 }
 
-/// The type NumPy computes an operation on `args` in: their promotion (NEP 50); `None`
-/// where this does not know it for sure.
-pub fn promoted_type(
-    args: &[&Expression],
-    name_type: &dyn Fn(&str) -> Option<DataType>,
-) -> Option<DataType> {
-    let mut t = numpy(args.first()?, name_type)?;
-    for a in &args[1..] {
-        t = promote(t, numpy(a, name_type)?)?;
-    }
-    Some(match t {
-        Np::Strong(t) => t,
-        Np::WeakInt => DataType::Int64,
-        Np::WeakFloat => DataType::Float64,
-    })
-}
-
 /// NumPy's promotion of two operands (NEP 50).
-fn promote(a: Np, b: Np) -> Option<Np> {
+pub(crate) fn promote(a: Np, b: Np) -> Option<Np> {
     Some(match (a, b) {
         (Np::Strong(a), Np::Strong(b)) => Np::Strong(promote_strong(&a, &b)?),
         (Np::Strong(t), weak) | (weak, Np::Strong(t)) => Np::Strong(match weak {

@@ -361,7 +361,8 @@ fn errors_are_short_and_exit_nonzero() {
             "SELECT clx FROM 'tests/fixtures/ctable/computed-functions.b2d'",
         ],
         1,
-        "has no column clx: its computed column clx is left out: clip() is evaluated by NumPy",
+        "has no column clx: its computed column clx is left out: sqrt() in an expression \
+         python-blosc2 evaluates with NumPy (because of clip()) is not supported",
     );
     fails(
         &[
