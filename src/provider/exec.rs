@@ -12,9 +12,11 @@ use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
 use crate::dataset::Dataset;
+use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
 use datafusion::common::config::ConfigOptions;
+use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -25,6 +27,7 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
 };
+use datafusion::physical_plan::metrics::{Count, Time};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::statistics::StatisticsArgs;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -33,6 +36,7 @@ use datafusion::physical_plan::{
     SortOrderPushdownResult,
 };
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -65,6 +69,9 @@ pub struct Blosc2Exec {
     /// `Some`: the streams of this scan that are live; the last one to end drops the
     /// chunks the dataset's reads keep.
     release: Option<Arc<AtomicUsize>>,
+    /// Units a partition reads at once, on the runtime's threads, handing them out in
+    /// order (1: one at a time).
+    read_ahead: usize,
 }
 
 /// Held by each stream of a scan that releases its kept chunks: the last one dropped
@@ -211,7 +218,33 @@ impl Blosc2Exec {
             dynamic: None,
             reversed: false,
             release: None,
+            read_ahead: 1,
         }
+    }
+
+    /// This scan in one partition, in the container's order, on `threads` threads: each
+    /// big chunk's blocks decoded in parallel, or else `threads` units read at once and
+    /// handed out in order (while no dynamic filter is pushed into it). For consumers
+    /// that need the rows as stored (`b2sql export`) without giving up the cores.
+    pub(crate) fn in_order(mut self, threads: usize) -> Self {
+        let units: Vec<ZonedUnit> = std::mem::take(&mut self.partitions)
+            .into_iter()
+            .flatten()
+            .collect();
+        self.partitions = vec![units];
+        self.props = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(self.reader.schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        let big_chunks = matches!(&*self.ds, Dataset::Array(a) if a.chunks_worth_threads());
+        if big_chunks {
+            self.reader = self.reader.with_block_threads(threads);
+        } else {
+            self.read_ahead = threads.max(1);
+        }
+        self
     }
 
     /// This scan dropping the chunks its reads keep when its last stream ends, so that
@@ -478,110 +511,46 @@ impl ExecutionPlan for Blosc2Exec {
             .release
             .as_ref()
             .map(|live| ReleaseWhenDone::new(&self.ds, live));
-        let stream = futures::stream::unfold(
-            (units, 0usize, recorder),
-            move |(mut it, produced, mut rec)| {
-                // Dropped with the stream.
-                let _ = &release;
-                let reader = reader.clone();
-                let probe = probe.clone();
-                let dynamic = dynamic.clone();
-                let pruned_dynamic = units_pruned_dynamic.clone();
-                let (cr, cs, bd, bs, bf, dt) = (
-                    chunks_read.clone(),
-                    chunks_special.clone(),
-                    blocks_decoded.clone(),
-                    blocks_skipped.clone(),
-                    bytes_fetched.clone(),
-                    decode_time.clone(),
-                );
-                async move {
-                    let next = if limit.is_some_and(|l| produced >= l) {
-                        None
-                    } else {
-                        it.next()
-                    };
-                    let Some(mut unit) = next else {
-                        // A zone this partition read in part goes to its execution.
-                        if let Some(rec) = &mut rec {
-                            rec.finish();
-                        }
-                        return None;
-                    };
-                    let mut st = ReadStats::default();
-                    // `None`: the dynamic filters rule the unit out, on its coordinate box
-                    // (which they may also cut), on its statistics, or on its filter
-                    // columns read first (nothing else is decoded).
-                    let keeps = match &dynamic {
-                        Some(d) => d.admit(&unit).await.map(|admitted| match admitted {
-                            Some(u) => {
-                                unit = u;
-                                true
-                            }
-                            None => false,
-                        }),
-                        None => Ok(true),
-                    };
-                    let res = match keeps {
-                        Ok(false) => Ok(None),
-                        Err(e) => Err(e),
-                        Ok(true) => {
-                            let timer = dt.timer();
-                            let r = match (&probe, &dynamic) {
-                                (Some(p), Some(d)) => {
-                                    p.read(d, &unit.unit, &mut st).await.map(|(b, first)| {
-                                        if let Some(rec) = &mut rec {
-                                            rec.first(&unit, &first);
-                                        }
-                                        b
-                                    })
-                                }
-                                _ => reader
-                                    .read(&unit.unit, &mut st)
-                                    .await
-                                    .map(Some)
-                                    .map_err(super::to_df),
-                            };
-                            timer.done();
-                            r
-                        }
-                    };
-                    cr.add(st.chunks_read as usize);
-                    cs.add(st.chunks_special as usize);
-                    bd.add(st.blocks_decoded as usize);
-                    bs.add(st.blocks_skipped as usize);
-                    bf.add(st.bytes_fetched as usize);
-                    let res = match res {
-                        Ok(Some(b)) => Ok(b),
-                        Ok(None) => {
-                            pruned_dynamic.add(1);
-                            let none: Vec<Result<_>> = Vec::new();
-                            return Some((futures::stream::iter(none), (it, produced, rec)));
-                        }
-                        Err(e) => Err(e),
-                    };
-                    if let (Ok(b), Some(rec)) = (&res, &mut rec) {
-                        rec.batch(&unit, b);
-                    }
-                    match res {
-                        Ok(b) => {
-                            let take =
-                                limit.map_or(b.num_rows(), |l| (l - produced).min(b.num_rows()));
-                            let b = b.slice(0, take);
-                            let pieces: Vec<Result<_>> = (0..b.num_rows().max(1))
-                                .step_by(batch_size)
-                                .map(|o| Ok(b.slice(o, batch_size.min(b.num_rows() - o))))
-                                .collect();
-                            Some((futures::stream::iter(pieces), (it, produced + take, rec)))
-                        }
-                        Err(e) => Some((
-                            futures::stream::iter(vec![Err(e)]),
-                            (UnitSource::Own(Vec::new().into_iter()), produced, None),
-                        )),
-                    }
+        let counters = Counters {
+            chunks_read,
+            chunks_special,
+            blocks_decoded,
+            blocks_skipped,
+            bytes_fetched,
+            units_pruned_dynamic,
+        };
+        // Each unit read: in order, one at a time (checked against dynamic filters
+        // first), or `read_ahead` at once on the runtime's threads.
+        let reads = match (self.read_ahead > 1, &dynamic) {
+            (true, None) => read_ahead(reader, units, self.read_ahead, decode_time),
+            _ => read_in_turn(reader, units, dynamic, probe, decode_time),
+        };
+        let out = UnitOutput {
+            produced: 0,
+            limit,
+            batch_size,
+            rec: recorder,
+            counters,
+            failed: false,
+        };
+        let stream = futures::stream::unfold((reads, out), move |(mut reads, mut out)| {
+            // Dropped with the stream.
+            let _ = &release;
+            async move {
+                if out.failed || out.limit.is_some_and(|l| out.produced >= l) {
+                    return None;
                 }
-            },
-        )
+                let Some(read) = reads.next().await else {
+                    // A zone this partition read in part goes to its execution.
+                    if let Some(rec) = &mut out.rec {
+                        rec.finish();
+                    }
+                    return None;
+                };
+                let batches = out.emit(read);
+                Some((futures::stream::iter(batches), (reads, out)))
+            }
+        })
         .flatten()
         .filter(|r| futures::future::ready(!matches!(r, Ok(b) if b.num_rows() == 0)));
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -687,4 +656,181 @@ impl ExecutionPlan for Blosc2Exec {
         .zoned_for_dynamic_filters();
         Ok(result.with_updated_node(Arc::new(node)))
     }
+}
+
+/// One unit's read: the unit, its batch (`None`: dynamic filters ruled it out), what
+/// reading it cost, and the filter columns a probe read first (for the zone maps).
+struct UnitRead {
+    unit: ZonedUnit,
+    batch: Result<Option<RecordBatch>>,
+    stats: ReadStats,
+    first: Option<RecordBatch>,
+}
+
+/// A partition's counters of what it read.
+struct Counters {
+    chunks_read: Count,
+    chunks_special: Count,
+    blocks_decoded: Count,
+    blocks_skipped: Count,
+    bytes_fetched: Count,
+    units_pruned_dynamic: Count,
+}
+
+/// What a partition's stream does with each unit read, in order: counts it, records its
+/// zones, and slices its batch to `batch_size`, up to `limit` rows in all.
+struct UnitOutput {
+    produced: usize,
+    limit: Option<usize>,
+    batch_size: usize,
+    rec: Option<ZoneRecorder>,
+    counters: Counters,
+    /// A read failed: the stream ends after its error.
+    failed: bool,
+}
+
+impl UnitOutput {
+    fn emit(&mut self, read: UnitRead) -> Vec<Result<RecordBatch>> {
+        let c = &self.counters;
+        let st = &read.stats;
+        c.chunks_read.add(st.chunks_read as usize);
+        c.chunks_special.add(st.chunks_special as usize);
+        c.blocks_decoded.add(st.blocks_decoded as usize);
+        c.blocks_skipped.add(st.blocks_skipped as usize);
+        c.bytes_fetched.add(st.bytes_fetched as usize);
+        if let (Some(rec), Some(first)) = (&mut self.rec, &read.first) {
+            rec.first(&read.unit, first);
+        }
+        let b = match read.batch {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                c.units_pruned_dynamic.add(1);
+                return Vec::new();
+            }
+            Err(e) => {
+                self.failed = true;
+                return vec![Err(e)];
+            }
+        };
+        if let Some(rec) = &mut self.rec {
+            rec.batch(&read.unit, &b);
+        }
+        let take = self
+            .limit
+            .map_or(b.num_rows(), |l| (l - self.produced).min(b.num_rows()));
+        self.produced += take;
+        let b = b.slice(0, take);
+        (0..b.num_rows().max(1))
+            .step_by(self.batch_size)
+            .map(|o| Ok(b.slice(o, self.batch_size.min(b.num_rows() - o))))
+            .collect()
+    }
+}
+
+/// The reads of `units` one at a time, each checked against the dynamic filters first
+/// (which may rule it out or cut it), through the probe when there is one.
+fn read_in_turn(
+    reader: BatchReader,
+    units: UnitSource,
+    dynamic: Option<Arc<DynamicPruning>>,
+    probe: Option<Arc<Probe>>,
+    decode_time: Time,
+) -> BoxStream<'static, UnitRead> {
+    futures::stream::unfold(units, move |mut units| {
+        let (reader, dynamic, probe, decode_time) = (
+            reader.clone(),
+            dynamic.clone(),
+            probe.clone(),
+            decode_time.clone(),
+        );
+        async move {
+            let mut unit = units.next()?;
+            let mut stats = ReadStats::default();
+            let mut first = None;
+            // `None`: the dynamic filters rule the unit out, on its coordinate box
+            // (which they may also cut), on its statistics, or on its filter columns
+            // read first (nothing else is decoded).
+            let keeps = match &dynamic {
+                Some(d) => d.admit(&unit).await.map(|admitted| match admitted {
+                    Some(u) => {
+                        unit = u;
+                        true
+                    }
+                    None => false,
+                }),
+                None => Ok(true),
+            };
+            let batch = match keeps {
+                Ok(false) => Ok(None),
+                Err(e) => Err(e),
+                Ok(true) => {
+                    let timer = decode_time.timer();
+                    let r = match (&probe, &dynamic) {
+                        (Some(p), Some(d)) => {
+                            p.read(d, &unit.unit, &mut stats).await.map(|(b, f)| {
+                                first = Some(f);
+                                b
+                            })
+                        }
+                        _ => reader
+                            .read(&unit.unit, &mut stats)
+                            .await
+                            .map(Some)
+                            .map_err(super::to_df),
+                    };
+                    timer.done();
+                    r
+                }
+            };
+            let read = UnitRead {
+                unit,
+                batch,
+                stats,
+                first,
+            };
+            Some((read, units))
+        }
+    })
+    .boxed()
+}
+
+/// The reads of `units`, `threads` at a time on the runtime's threads, handed out in
+/// order (a single-partition scan keeping the container's order on every core).
+fn read_ahead(
+    reader: BatchReader,
+    units: UnitSource,
+    threads: usize,
+    decode_time: Time,
+) -> BoxStream<'static, UnitRead> {
+    futures::stream::iter(units)
+        .map(move |unit| {
+            let (reader, decode_time) = (reader.clone(), decode_time.clone());
+            let same = unit.clone();
+            let task = SpawnedTask::spawn(async move {
+                let mut stats = ReadStats::default();
+                let timer = decode_time.timer();
+                let batch = reader
+                    .read(&unit.unit, &mut stats)
+                    .await
+                    .map(Some)
+                    .map_err(super::to_df);
+                timer.done();
+                UnitRead {
+                    unit,
+                    batch,
+                    stats,
+                    first: None,
+                }
+            });
+            async move {
+                task.join().await.unwrap_or_else(|e| UnitRead {
+                    unit: same,
+                    batch: Err(DataFusionError::External(Box::new(e))),
+                    stats: ReadStats::default(),
+                    first: None,
+                })
+            }
+        })
+        .buffered(threads)
+        .boxed()
 }

@@ -43,6 +43,11 @@ pub struct Blosc2Options {
     /// every key the members' paths share, as dictionary-encoded text; `Some(vec![])`
     /// takes none.
     pub partition_cols: Option<Vec<(String, DataType)>>,
+    /// Scan a single container in one partition, its rows in stored order, reading
+    /// ahead on the session's `target_partitions` threads (big chunks: their blocks in
+    /// parallel; else several units at once, handed out in order). Default off: the
+    /// scan is split between partitions, whose rows DataFusion interleaves.
+    pub in_order: bool,
 }
 
 impl Default for Blosc2Options {
@@ -52,6 +57,7 @@ impl Default for Blosc2Options {
             value_pruning: true,
             zone_maps: true,
             partition_cols: None,
+            in_order: false,
         }
     }
 }
@@ -72,6 +78,12 @@ impl Blosc2Options {
     /// Turns zone maps on or off.
     pub fn with_zone_maps(mut self, on: bool) -> Self {
         self.zone_maps = on;
+        self
+    }
+
+    /// Turns in-order scans ([`Blosc2Options::in_order`]) on or off.
+    pub fn with_in_order(mut self, on: bool) -> Self {
+        self.in_order = on;
         self
     }
 
@@ -101,9 +113,11 @@ impl Blosc2Options {
                 "dtype" => o.dtype = Some(v.clone()),
                 "value_pruning" => o.value_pruning = flag(k, v)?,
                 "zone_maps" => o.zone_maps = flag(k, v)?,
+                "in_order" => o.in_order = flag(k, v)?,
                 other => {
                     return Err(DataFusionError::Configuration(format!(
-                        "unknown BLOSC2 option {other:?} (known: dtype, value_pruning, zone_maps)"
+                        "unknown BLOSC2 option {other:?} (known: dtype, value_pruning, \
+                         zone_maps, in_order)"
                     )));
                 }
             }
@@ -180,6 +194,7 @@ fn configured(ds: Dataset, opts: &Blosc2Options) -> Blosc2Table {
     Blosc2Table::new(ds)
         .with_value_pruning(opts.value_pruning)
         .with_zone_maps(opts.zone_maps)
+        .with_in_order(opts.in_order)
 }
 
 /// How many members of a multi-file table are opened at once.

@@ -47,6 +47,8 @@ pub struct Blosc2Table {
     summaries: Arc<SummaryCache>,
     /// Scans drop the chunks their reads keep when they end.
     release_kept_chunks: bool,
+    /// Scans run in one partition, in stored order, on all target partitions' threads.
+    in_order: bool,
 }
 
 impl Blosc2Table {
@@ -67,7 +69,15 @@ impl Blosc2Table {
             zone_maps: Some(Arc::default()),
             summaries: Arc::default(),
             release_kept_chunks: false,
+            in_order: false,
         }
+    }
+
+    /// Scans of this table run in one partition, rows in stored order, reading ahead on
+    /// the session's `target_partitions` threads ([`super::Blosc2Options::in_order`]).
+    pub fn with_in_order(mut self, on: bool) -> Self {
+        self.in_order = on;
+        self
     }
 
     /// Scans of this table drop the chunks their reads keep (a few chunks, for units
@@ -399,6 +409,10 @@ impl Blosc2Table {
             report,
         )
         .with_text_matches(text_matches);
+        let exec = match self.in_order {
+            true => exec.in_order(cfg.target_partitions()),
+            false => exec,
+        };
         // Dynamic filters prune on statistics as value pruning does: with it, or not at all.
         let exec = match self.value_pruning {
             true => exec.with_dynamic_filters(Arc::clone(&self.summaries)),

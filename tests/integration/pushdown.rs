@@ -430,6 +430,60 @@ async fn partitions_share_units_and_each_row_comes_once() {
     }
 }
 
+/// In-order scans (`Blosc2Options::in_order`, as `b2sql export` opens tables): one
+/// partition however many the session has, units read four at a time and handed out in
+/// the container's order, so the rows come as stored: a 1-D array in small batches (many
+/// units) and CTables with deleted rows and computed columns, against the crate's reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_order_scans_keep_the_stored_order() {
+    use crate::arrow_values::{json_of, open};
+    use datafusion_blosc2::arrow_reader::reader::read_all;
+    let cells = |batches: &[RecordBatch], n: usize| -> Vec<Vec<serde_json::Value>> {
+        let mut rows = Vec::new();
+        for b in batches {
+            for r in 0..b.num_rows() {
+                rows.push((0..n).map(|c| json_of(b.column(c).as_ref(), r)).collect());
+            }
+        }
+        rows
+    };
+    for rel in [
+        "b2nd/geom-1d-big.b2nd",
+        "ctable/events.b2d",
+        "ctable/computed-functions.b2d",
+    ] {
+        let (schema, want) = read_all(open(rel).await, 1 << 20).await.unwrap();
+        let n = schema.fields().len();
+        let cols: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| format!("\"{}\"", f.name()))
+            .collect();
+        let ctx = SessionContext::new_with_config(
+            SessionConfig::new()
+                .with_target_partitions(4)
+                .with_batch_size(100)
+                .set_bool("datafusion.optimizer.enable_round_robin_repartition", false),
+        );
+        let path = crate::util::fixture(rel);
+        ctx.register_blosc2(
+            "t",
+            path.to_str().unwrap(),
+            Blosc2Options::default().with_in_order(true),
+        )
+        .await
+        .unwrap();
+        let sql = format!("SELECT {} FROM t", cols.join(", "));
+        let df = ctx.sql(&sql).await.unwrap();
+        let plan = df.clone().create_physical_plan().await.unwrap();
+        assert_eq!(plan.properties().partitioning.partition_count(), 1, "{rel}");
+        let got = df.collect().await.unwrap();
+        let (got, want) = (cells(&got, n), cells(&want, n));
+        assert!(got.len() > 10, "{rel}: {} rows", got.len());
+        assert!(got == want, "{rel}: rows out of their stored order");
+    }
+}
+
 /// Text equalities on a CTable's `U<n>` columns, which the scan tests on the stored records
 /// (`text_match`), give the rows DataFusion alone gives (the table opened with pruning
 /// off, so no filter reaches the scan): values with non-ASCII, astral and NUL letters, one
