@@ -39,7 +39,7 @@ pub enum UnaryOp {
 }
 
 /// Binary operators, from Python's lowest precedence to its highest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
     /// `<`
     Lt,
@@ -77,6 +77,14 @@ pub enum BinaryOp {
     Mod,
     /// `**`
     Pow,
+}
+
+impl BinaryOp {
+    /// Whether it is one of the six comparisons.
+    pub fn is_comparison(self) -> bool {
+        use BinaryOp as B;
+        matches!(self, B::Lt | B::Le | B::Gt | B::Ge | B::Eq | B::Ne)
+    }
 }
 
 /// Why an expression did not parse: the message and the byte offset it refers to.

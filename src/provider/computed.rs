@@ -17,7 +17,7 @@
 //! ([`OMITTED_KEY`]).
 //! Computed values of rows whose operands are null are null.
 
-use super::numexpr_functions::{FloatComparison, NumexprFunction, function_kind};
+use super::numexpr_functions::{NumexprFunction, function_kind, ieee_comparison};
 use super::numpy_types::{numexpr_int, numexpr_kind, numexpr_type, numpy_type};
 use super::wrapping_cast::wrapping_cast;
 use super::{numpy_functions, numpy_mode};
@@ -335,7 +335,7 @@ pub(super) fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Trans
         return binary(op, int(a, &ta), int(b, &tb), schema);
     }
     let both_int = is_integer(&ta) && is_integer(&tb);
-    if let Some(cmp) = float_comparison(op).filter(|_| ta.is_floating() || tb.is_floating()) {
+    if op.is_comparison() && (ta.is_floating() || tb.is_floating()) {
         // numexpr compares in the operands' kind, as IEEE 754 does (NaN is unordered).
         let Some(kind) = numexpr_kind(&ta, &tb) else {
             return Err(format!("{op:?} of {ta} and {tb}"));
@@ -344,7 +344,7 @@ pub(super) fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Trans
             true => e,
             false => Expr::Cast(Cast::new(Box::new(e), kind.clone())),
         };
-        return Ok(cmp.call(to(a, &ta), to(b, &tb)));
+        return ieee_comparison(op, to(a, &ta), to(b, &tb)).ok_or_else(|| format!("{op:?}"));
     }
     let simple = |o: Operator| Ok(binary_expr(a.clone(), o, b.clone()));
     match op {
@@ -414,20 +414,6 @@ pub(super) fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Trans
             }
         }
     }
-}
-
-/// The float comparison `op` is, if it is one.
-pub(super) fn float_comparison(op: BinaryOp) -> Option<FloatComparison> {
-    use BinaryOp as B;
-    Some(match op {
-        B::Lt => FloatComparison::Lt,
-        B::Le => FloatComparison::Le,
-        B::Gt => FloatComparison::Gt,
-        B::Ge => FloatComparison::Ge,
-        B::Eq => FloatComparison::Eq,
-        B::Ne => FloatComparison::Ne,
-        _ => return None,
-    })
 }
 
 /// `e` (an integer `//` or `%` by `divisor`), but 0 where the divisor is 0, as NumPy gives

@@ -7,6 +7,7 @@
 //! here sees one type: `Float64`, `Float32` (`expm1`, `log1p`), or an integer type
 //! (`round`, `sign`).
 
+use crate::array::expression::BinaryOp;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
 use arrow::compute::kernels::arity::binary;
 use arrow::datatypes::{
@@ -159,64 +160,53 @@ pub fn function_kind(f: NumexprFunction, args: &[DataType]) -> Option<DataType> 
     })
 }
 
-/// A comparison of floats as IEEE 754 (and numexpr) compares them: false wherever either
-/// side is NaN, but for `!=`, which is true there. (Arrow orders floats totally: NaN
-/// equals NaN and is above every number, so `f > 0` would be true for NaN.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FloatComparison {
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
+/// `a op b` for floats `a` and `b` of one type, compared as IEEE 754 (and numexpr)
+/// compares them: false wherever either side is NaN, but for `!=`, which is true there.
+/// (Arrow orders floats totally: NaN equals NaN and is above every number, so `f > 0`
+/// would be true for NaN.) `None` when `op` is not a comparison.
+pub fn ieee_comparison(op: BinaryOp, a: Expr, b: Expr) -> Option<Expr> {
+    use BinaryOp as B;
+    let name = match op {
+        B::Lt => "ieee_lt",
+        B::Le => "ieee_le",
+        B::Gt => "ieee_gt",
+        B::Ge => "ieee_ge",
+        B::Eq => "ieee_eq",
+        B::Ne => "ieee_ne",
+        _ => return None,
+    };
+    let udf = FloatComparisonUdf {
+        op,
+        name,
+        signature: Signature::any(2, Volatility::Immutable),
+    };
+    Some(ScalarUDF::new_from_impl(udf).call(vec![a, b]))
 }
 
-impl FloatComparison {
-    /// The comparison of `a` and `b`, both of one float type.
-    pub fn call(self, a: Expr, b: Expr) -> Expr {
-        ScalarUDF::new_from_impl(FloatComparisonUdf {
-            op: self,
-            signature: Signature::any(2, Volatility::Immutable),
-        })
-        .call(vec![a, b])
-    }
-
-    fn test<T: PartialOrd>(self, a: T, b: T) -> bool {
-        match self {
-            Self::Lt => a < b,
-            Self::Le => a <= b,
-            Self::Gt => a > b,
-            Self::Ge => a >= b,
-            Self::Eq => a == b,
-            Self::Ne => a != b,
-        }
+/// `a op b` for a comparison `op`.
+fn test<T: PartialOrd>(op: BinaryOp, a: T, b: T) -> bool {
+    use BinaryOp as B;
+    match op {
+        B::Lt => a < b,
+        B::Le => a <= b,
+        B::Gt => a > b,
+        B::Ge => a >= b,
+        B::Eq => a == b,
+        _ => a != b,
     }
 }
 
-/// The scalar function computing one [`FloatComparison`].
+/// The scalar function behind [`ieee_comparison`].
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct FloatComparisonUdf {
-    op: FloatComparison,
+    op: BinaryOp,
+    name: &'static str,
     signature: Signature,
 }
 
 impl ScalarUDFImpl for FloatComparisonUdf {
     fn name(&self) -> &str {
-        match self.op {
-            FloatComparison::Lt => "ieee_lt",
-            FloatComparison::Le => "ieee_le",
-            FloatComparison::Gt => "ieee_gt",
-            FloatComparison::Ge => "ieee_ge",
-            FloatComparison::Eq => "ieee_eq",
-            FloatComparison::Ne => "ieee_ne",
-        }
+        self.name
     }
 
     fn signature(&self) -> &Signature {
@@ -232,17 +222,7 @@ impl ScalarUDFImpl for FloatComparisonUdf {
 
     /// Null where either argument is.
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        let types: Vec<DataType> = args
-            .arg_fields
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
-        let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
-        Ok(Arc::new(Field::new(
-            self.name(),
-            self.return_type(&types)?,
-            nullable,
-        )))
+        null_where_any_is(self, args)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -256,7 +236,7 @@ impl ScalarUDFImpl for FloatComparisonUdf {
                 );
                 a.iter()
                     .zip(b.iter())
-                    .map(|(x, y)| Some(op.test(x?, y?)))
+                    .map(|(x, y)| Some(test(op, x?, y?)))
                     .collect()
             }
             (DataType::Float32, DataType::Float32) => {
@@ -266,7 +246,7 @@ impl ScalarUDFImpl for FloatComparisonUdf {
                 );
                 a.iter()
                     .zip(b.iter())
-                    .map(|(x, y)| Some(op.test(x?, y?)))
+                    .map(|(x, y)| Some(test(op, x?, y?)))
                     .collect()
             }
             (a, b) => return exec_err!("{} of {a} and {b}", self.name()),
@@ -323,23 +303,32 @@ impl ScalarUDFImpl for NumexprUdf {
 
     /// Null where any argument is.
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        let types: Vec<DataType> = args
-            .arg_fields
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
-        let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
-        Ok(Arc::new(Field::new(
-            self.name(),
-            self.return_type(&types)?,
-            nullable,
-        )))
+        null_where_any_is(self, args)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         Ok(ColumnarValue::Array(evaluate(self.function, &arrays)?))
     }
+}
+
+/// The result field of `udf` over `args`: its return type, nullable where any argument
+/// is (these functions give null exactly where an argument is null).
+pub(crate) fn null_where_any_is(
+    udf: &dyn ScalarUDFImpl,
+    args: ReturnFieldArgs,
+) -> Result<FieldRef> {
+    let types: Vec<DataType> = args
+        .arg_fields
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect();
+    let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
+    Ok(Arc::new(Field::new(
+        udf.name(),
+        udf.return_type(&types)?,
+        nullable,
+    )))
 }
 
 /// `f` over `args` (one type, the kind [`function_kind`] chose).

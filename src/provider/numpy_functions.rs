@@ -3,10 +3,11 @@
 //! computes them, over arguments of one type; [`super::numpy_mode`] translates the
 //! expressions calling them.
 
+use super::numexpr_functions::null_where_any_is;
 use crate::array::expression::Expression;
 use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Field, FieldRef, Float32Type, Float64Type, Int8Type, Int16Type,
+    ArrowPrimitiveType, DataType, FieldRef, Float32Type, Float64Type, Int8Type, Int16Type,
     Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use datafusion::common::{Result, ScalarValue, exec_err};
@@ -121,17 +122,7 @@ impl ScalarUDFImpl for NumpyUdf {
 
     /// Null where any argument is.
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        let types: Vec<DataType> = args
-            .arg_fields
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
-        let nullable = args.arg_fields.iter().any(|f| f.is_nullable());
-        Ok(Arc::new(Field::new(
-            self.name(),
-            self.return_type(&types)?,
-            nullable,
-        )))
+        null_where_any_is(self, args)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -200,37 +191,29 @@ where
     Arc::new(out.with_data_type(a[0].data_type().clone()))
 }
 
-/// NumPy's `logaddexp` in float64.
-fn logaddexp_f64(x: f64, y: f64) -> f64 {
-    if x == y {
-        x + std::f64::consts::LN_2
-    } else {
-        let d = x - y;
-        if d > 0.0 {
-            x + (-d).exp().ln_1p()
-        } else if d <= 0.0 {
-            y + d.exp().ln_1p()
-        } else {
-            d
+/// NumPy's `logaddexp` (`npy_logaddexp`): ln(e^x + e^y) as `x + ln(1 + e^(y−x))` from
+/// the larger side, `x + ln 2` when equal (so equal infinities stay infinite), NaN
+/// otherwise.
+macro_rules! logaddexp {
+    ($name:ident, $t:ty, $ln2:expr) => {
+        fn $name(x: $t, y: $t) -> $t {
+            if x == y {
+                return x + $ln2;
+            }
+            let d = x - y;
+            if d > 0.0 {
+                x + (-d).exp().ln_1p()
+            } else if d <= 0.0 {
+                y + d.exp().ln_1p()
+            } else {
+                d
+            }
         }
-    }
+    };
 }
 
-/// NumPy's `logaddexp` in float32.
-fn logaddexp_f32(x: f32, y: f32) -> f32 {
-    if x == y {
-        x + std::f32::consts::LN_2
-    } else {
-        let d = x - y;
-        if d > 0.0 {
-            x + (-d).exp().ln_1p()
-        } else if d <= 0.0 {
-            y + d.exp().ln_1p()
-        } else {
-            d
-        }
-    }
-}
+logaddexp!(logaddexp_f64, f64, std::f64::consts::LN_2);
+logaddexp!(logaddexp_f32, f32, std::f32::consts::LN_2);
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@
 //! `where`, which python-blosc2 cannot run this way) leaves the column out with the
 //! reason.
 
-use super::computed::float_comparison;
+use super::numexpr_functions::ieee_comparison;
 use super::numpy_functions::{NumpyFunction, first_numpy_call, int_bound};
 use super::numpy_types::{Np, float_of, promote};
 use super::wrapping_cast::wrapping_cast;
@@ -211,9 +211,9 @@ impl Scope<'_> {
                 typed(e, p)
             }
             B::Lt | B::Le | B::Gt | B::Ge | B::Eq | B::Ne => {
-                let e = match (is_float(&pt), float_comparison(op)) {
-                    (true, Some(cmp)) => cmp.call(to(&a, &pt)?, to(&b, &pt)?),
-                    _ => both(&pt, comparison(op).expect("a comparison"))?,
+                let e = match is_float(&pt) {
+                    true => ieee_comparison(op, to(&a, &pt)?, to(&b, &pt)?).expect("a comparison"),
+                    false => both(&pt, comparison(op).expect("a comparison"))?,
                 };
                 typed(e, bool_t)
             }
