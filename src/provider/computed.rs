@@ -12,7 +12,7 @@
 //! `arctan2`, `where`, `contains`, …) and the others in [`super::numexpr_functions`]
 //! (`maximum`, `hypot`, `round`, …), each computed in the kind numexpr chooses. An
 //! expression calling `clip`, `reciprocal` or `logaddexp`, which numexpr lacks, is
-//! evaluated as NumPy evaluates it ([`super::numpy_mode`]). A definition using another
+//! evaluated as NumPy evaluates it (`numpy_mode.rs`). A definition using another
 //! function leaves its column out of the schema, and the schema metadata says why
 //! ([`OMITTED_KEY`]).
 //! Computed values of rows whose operands are null are null.
