@@ -537,10 +537,14 @@ impl ExecutionPlan for Blosc2Exec {
             // Dropped with the stream.
             let _ = &release;
             async move {
-                if out.failed || out.limit.is_some_and(|l| out.produced >= l) {
+                if out.failed {
                     return None;
                 }
-                let Some(read) = reads.next().await else {
+                let next = match out.limit.is_some_and(|l| out.produced >= l) {
+                    true => None,
+                    false => reads.next().await,
+                };
+                let Some(read) = next else {
                     // A zone this partition read in part goes to its execution.
                     if let Some(rec) = &mut out.rec {
                         rec.finish();
