@@ -46,6 +46,9 @@ pub struct ComputedColumns {
     pub columns: Vec<(FieldRef, Expr)>,
     /// `(name, reason)` of each column left out.
     pub omitted: Vec<(String, String)>,
+    /// Each column's expression planned over the stored columns, in `columns`' order
+    /// (planned once, when the columns were translated).
+    planned: Vec<Arc<dyn PhysicalExpr>>,
 }
 
 impl ComputedColumns {
@@ -63,11 +66,10 @@ impl ComputedColumns {
         // Each expression is planned once here, so that one DataFusion cannot evaluate
         // (e.g. `-x` of an unsigned column) is left out rather than failing every query.
         let planner = std::cell::OnceCell::new();
-        let plannable = |e: &Expr| {
+        let plan = |e: &Expr| {
             let state: &SessionState = planner.get_or_init(|| SessionStateBuilder::new().build());
             state
                 .create_physical_expr(e.clone(), &df_schema)
-                .map(|_| ())
                 .map_err(|err| err.strip_backtrace())
         };
         for c in computed {
@@ -87,32 +89,23 @@ impl ComputedColumns {
                     Some(f.data_type().clone())
                 });
                 let (field, e) = typed(&c.name, e, own, d, nullable, &df_schema)?;
-                plannable(&e)?;
-                Ok((field, e))
+                let planned = plan(&e)?;
+                Ok((field, e, planned))
             }) {
-                Ok((field, e)) => out.columns.push((field, e)),
+                Ok((field, e, planned)) => {
+                    out.columns.push((field, e));
+                    out.planned.push(planned);
+                }
                 Err(why) => out.omitted.push((c.name.clone(), why)),
             }
         }
         out
     }
 
-    /// Each column's expression planned over the stored columns `stored` (those it was
-    /// translated against), in [`Self::columns`]' order.
-    ///
-    /// # Errors
-    /// DataFusion's, planning one (which [`Self::new`] already did once).
-    pub fn physical(&self, stored: &Schema) -> Result<Vec<Arc<dyn PhysicalExpr>>, String> {
-        let df_schema = DFSchema::try_from(stored.clone()).map_err(|e| e.to_string())?;
-        let state = SessionStateBuilder::new().build();
-        self.columns
-            .iter()
-            .map(|(_, e)| {
-                state
-                    .create_physical_expr(e.clone(), &df_schema)
-                    .map_err(|e| e.strip_backtrace())
-            })
-            .collect()
+    /// Each column's expression planned over the stored columns it was translated
+    /// against, in [`Self::columns`]' order.
+    pub fn physical(&self) -> &[Arc<dyn PhysicalExpr>] {
+        &self.planned
     }
 
     /// The `OMITTED_KEY` metadata value (`None` when nothing was left out).
@@ -340,11 +333,8 @@ pub(super) fn binary(op: BinaryOp, a: Expr, b: Expr, schema: &DFSchema) -> Trans
         let Some(kind) = numexpr_kind(&ta, &tb) else {
             return Err(format!("{op:?} of {ta} and {tb}"));
         };
-        let to = |e: Expr, t: &DataType| match *t == kind {
-            true => e,
-            false => Expr::Cast(Cast::new(Box::new(e), kind.clone())),
-        };
-        return ieee_comparison(op, to(a, &ta), to(b, &tb)).ok_or_else(|| format!("{op:?}"));
+        let (a, b) = (cast_from(a, &ta, &kind), cast_from(b, &tb, &kind));
+        return ieee_comparison(op, a, b).ok_or_else(|| format!("{op:?}"));
     }
     let simple = |o: Operator| Ok(binary_expr(a.clone(), o, b.clone()));
     match op {
@@ -424,6 +414,14 @@ fn zero_when_divisor_zero(e: Expr, divisor: Expr, schema: &DFSchema) -> Translat
     when(binary_expr(divisor, Operator::Eq, lit(0)), zero)
         .otherwise(e)
         .map_err(|e| e.to_string())
+}
+
+/// `e`, of type `from`, cast to `to` (unchanged when it already is).
+fn cast_from(e: Expr, from: &DataType, to: &DataType) -> Expr {
+    match from == to {
+        true => e,
+        false => Expr::Cast(Cast::new(Box::new(e), to.clone())),
+    }
 }
 
 fn float(e: Expr) -> Expr {
@@ -559,10 +557,7 @@ fn call(name: &str, mut args: Vec<Expr>, schema: &DFSchema) -> Translated {
         let args = args
             .into_iter()
             .zip(&types)
-            .map(|(a, t)| match t == &kind {
-                true => a,
-                false => Expr::Cast(Cast::new(Box::new(a), kind.clone())),
-            })
+            .map(|(a, t)| cast_from(a, t, &kind))
             .collect();
         return Ok(f.call(args));
     }

@@ -10,9 +10,7 @@
 use crate::array::expression::BinaryOp;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
 use arrow::compute::kernels::arity::binary;
-use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Field, FieldRef, Float32Type, Float64Type, Int32Type, Int64Type,
-};
+use arrow::datatypes::{DataType, Field, FieldRef, Float32Type, Float64Type, Int32Type, Int64Type};
 use datafusion::common::{DataFusionError, Result, exec_err};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
@@ -129,18 +127,12 @@ impl NumexprFunction {
 /// `round` and `sign`, which keep them); then at least `f`'s least kind (float32 for
 /// `expm1` and `log1p`, float64 for the others, so these compute float32 in float64).
 pub fn function_kind(f: NumexprFunction, args: &[DataType]) -> Option<DataType> {
+    use super::numpy_types::numexpr_kind as wider;
     let typing = f.typing();
     let mut kind = args.first()?.clone();
     for a in &args[1..] {
-        kind = super::numpy_types::numexpr_kind(&kind, a)?;
+        kind = wider(&kind, a)?;
     }
-    let rank = |t: &DataType| match t {
-        DataType::Boolean => 0,
-        DataType::Int32 => 1,
-        DataType::Int64 => 2,
-        DataType::Float32 => 3,
-        _ => 4,
-    };
     Some(if kind.is_integer() {
         if typing.keeps_integers {
             kind
@@ -148,13 +140,9 @@ pub fn function_kind(f: NumexprFunction, args: &[DataType]) -> Option<DataType> 
             DataType::Float64
         }
     } else {
-        let kind = if rank(&typing.min_kind) > rank(&kind) {
-            typing.min_kind
-        } else {
-            kind
-        };
+        let kind = wider(&typing.min_kind, &kind)?;
         match typing.max_kind {
-            Some(max) if rank(&max) < rank(&kind) => max,
+            Some(max) if wider(&max, &kind)? != max => max,
             _ => kind,
         }
     })
@@ -373,43 +361,22 @@ fn evaluate(f: NumexprFunction, args: &[ArrayRef]) -> Result<ArrayRef> {
         (F::Signbit, _) => test(f64::is_sign_negative)?,
         (F::Round, Some(DataType::Int32 | DataType::Int64)) => Arc::clone(&args[0]),
         (F::Round, _) => Arc::new(f64s(0)?.unary::<_, Float64Type>(f64::round_ties_even)),
-        (F::Sign, Some(DataType::Int32)) => int_sign::<Int32Type>(&args[0]),
-        (F::Sign, Some(DataType::Int64)) => int_sign::<Int64Type>(&args[0]),
+        (F::Sign, Some(DataType::Int32)) => Arc::new(
+            args[0]
+                .as_primitive::<Int32Type>()
+                .unary::<_, Int32Type>(i32::signum),
+        ),
+        (F::Sign, Some(DataType::Int64)) => Arc::new(
+            args[0]
+                .as_primitive::<Int64Type>()
+                .unary::<_, Int64Type>(i64::signum),
+        ),
         (F::Sign, _) => Arc::new(f64s(0)?.unary::<_, Float64Type>(float_sign)),
     })
 }
 
 fn unary_f32(a: &ArrayRef, op: fn(f32) -> f32) -> ArrayRef {
     Arc::new(a.as_primitive::<Float32Type>().unary::<_, Float32Type>(op))
-}
-
-fn int_sign<T: ArrowPrimitiveType>(a: &ArrayRef) -> ArrayRef
-where
-    T::Native: num_sign::Signum,
-{
-    Arc::new(
-        a.as_primitive::<T>()
-            .unary::<_, T>(num_sign::Signum::signum),
-    )
-}
-
-/// `signum` of the integer kinds numexpr keeps.
-mod num_sign {
-    /// An integer's sign as the same type: −1, 0 or 1.
-    pub trait Signum {
-        /// −1, 0 or 1.
-        fn signum(self) -> Self;
-    }
-    impl Signum for i32 {
-        fn signum(self) -> i32 {
-            i32::signum(self)
-        }
-    }
-    impl Signum for i64 {
-        fn signum(self) -> i64 {
-            i64::signum(self)
-        }
-    }
 }
 
 /// NumPy's `sign` of a float: NaN for NaN, 0.0 for ±0.0, else ±1.0.

@@ -320,9 +320,7 @@ impl FileScan {
             .with_block_threads(if big_chunks { block_threads } else { 1 })
             .with_text_matches(text_matches);
         if !evaluated.is_empty() {
-            let planned = computed.physical(&own).map_err(|e| {
-                DataFusionError::Execution(format!("{}: computed columns: {e}", ds.display()))
-            })?;
+            let planned = computed.physical();
             let batch_schema = reader.schema();
             for (pos, k) in evaluated {
                 let e = remap_columns(Arc::clone(&planned[k]), &batch_schema)?;
