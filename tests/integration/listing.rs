@@ -35,7 +35,7 @@ async fn register(ctx: &SessionContext, path: &str, ext: &str, parts: Vec<(Strin
 }
 
 /// Every cell of `batches`, row by row, as JSON.
-fn cells(batches: &[RecordBatch]) -> Vec<Vec<Value>> {
+pub fn cells(batches: &[RecordBatch]) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
     for b in batches {
         for r in 0..b.num_rows() {
