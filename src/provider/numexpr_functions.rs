@@ -10,7 +10,9 @@
 use crate::array::expression::BinaryOp;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
 use arrow::compute::kernels::arity::binary;
-use arrow::datatypes::{DataType, Field, FieldRef, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Field, FieldRef, Float32Type, Float64Type, Int32Type, Int64Type,
+};
 use datafusion::common::{DataFusionError, Result, exec_err};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
@@ -171,6 +173,18 @@ pub fn ieee_comparison(op: BinaryOp, a: Expr, b: Expr) -> Option<Expr> {
     Some(ScalarUDF::new_from_impl(udf).call(vec![a, b]))
 }
 
+/// `a[0] op a[1]` over two arrays of type `T`, row by row (null where either is).
+fn compare<T: ArrowPrimitiveType>(op: BinaryOp, a: &[ArrayRef]) -> BooleanArray
+where
+    T::Native: PartialOrd,
+{
+    let (x, y) = (a[0].as_primitive::<T>(), a[1].as_primitive::<T>());
+    x.iter()
+        .zip(y.iter())
+        .map(|(x, y)| Some(test(op, x?, y?)))
+        .collect()
+}
+
 /// `a op b` for a comparison `op`.
 fn test<T: PartialOrd>(op: BinaryOp, a: T, b: T) -> bool {
     use BinaryOp as B;
@@ -216,27 +230,9 @@ impl ScalarUDFImpl for FloatComparisonUdf {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let op = self.op;
-        let out: BooleanArray = match (arrays[0].data_type(), arrays[1].data_type()) {
-            (DataType::Float64, DataType::Float64) => {
-                let (a, b) = (
-                    arrays[0].as_primitive::<Float64Type>(),
-                    arrays[1].as_primitive::<Float64Type>(),
-                );
-                a.iter()
-                    .zip(b.iter())
-                    .map(|(x, y)| Some(test(op, x?, y?)))
-                    .collect()
-            }
-            (DataType::Float32, DataType::Float32) => {
-                let (a, b) = (
-                    arrays[0].as_primitive::<Float32Type>(),
-                    arrays[1].as_primitive::<Float32Type>(),
-                );
-                a.iter()
-                    .zip(b.iter())
-                    .map(|(x, y)| Some(test(op, x?, y?)))
-                    .collect()
-            }
+        let out = match (arrays[0].data_type(), arrays[1].data_type()) {
+            (DataType::Float64, DataType::Float64) => compare::<Float64Type>(op, &arrays),
+            (DataType::Float32, DataType::Float32) => compare::<Float32Type>(op, &arrays),
             (a, b) => return exec_err!("{} of {a} and {b}", self.name()),
         };
         Ok(ColumnarValue::Array(Arc::new(out)))
