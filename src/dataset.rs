@@ -36,18 +36,6 @@ async fn leaf_dataset(frame: Frame, opts: &OpenOptions) -> Result<Dataset> {
     if frame.metalayer("batcharray").is_some() || frame.metalayer("vlarray").is_some() {
         return Ok(Dataset::Table(Table::open_batch_array(frame).await?));
     }
-    for (meta, what) in [
-        ("b2o", "lazy expression"),
-        ("LazyArray", "lazy expression"),
-        ("proxy-source", "proxy"),
-    ] {
-        if frame.metalayer(meta).is_some() {
-            return Err(Error::unsupported(
-                frame.display(),
-                format!("a python-blosc2 {what} (metalayer {meta:?})"),
-            ));
-        }
-    }
     Ok(Dataset::Array(NdArray::from_frame(
         frame,
         opts.dtype.clone(),

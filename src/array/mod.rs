@@ -11,5 +11,6 @@ pub mod item_type;
 pub mod ndarray;
 pub mod pylit;
 mod recent;
+mod recipe;
 pub mod summary;
 pub mod table;

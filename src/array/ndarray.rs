@@ -158,6 +158,9 @@ impl NdArray {
     /// As [`NdArray::open_frame`].
     pub fn from_frame(frame: Frame, dtype_override: Option<DType>) -> Result<NdArray> {
         let path = frame.display().to_string();
+        if let Some(what) = super::recipe::recipe(&frame) {
+            return Err(Error::unsupported(&path, what));
+        }
         let h = frame.header().clone();
         let meta = frame
             .metalayer("b2nd")

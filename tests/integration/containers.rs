@@ -407,3 +407,30 @@ async fn boxes_of_special_chunks_read_back() {
         }
     }
 }
+
+/// A saved lazy expression stores its recipe, not values: opening it, as an array or
+/// through `Dataset::open`, is refused with the expression and its operands (which are
+/// themselves arrays that read back exactly above).
+#[tokio::test]
+async fn saved_lazy_expressions_are_refused_with_their_recipe() {
+    use datafusion_blosc2::dataset::{Dataset, OpenOptions};
+    let loc = Location::local(fixture("b2nd/lazy-expr.b2nd")).unwrap();
+    let as_array = NdArray::open_frame(&loc, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    let as_dataset = Dataset::open(&loc, &OpenOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    for err in [as_array, as_dataset] {
+        assert!(
+            err.contains("lazy-expr.b2nd")
+                && err.contains("lazy expression, \"a * b + sin(a)\"")
+                && err.contains("over a = lazy-operand-a.b2nd, b = lazy-operand-b.b2nd")
+                && err.contains("not stored"),
+            "{err}"
+        );
+    }
+    assert!(arrays().contains_key("b2nd/lazy-operand-a.b2nd"));
+}
