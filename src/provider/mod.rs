@@ -6,6 +6,7 @@ pub mod computed;
 pub mod dynamic;
 pub mod exec;
 pub mod format;
+mod in_order_union;
 mod listed;
 mod member_value;
 pub mod members;

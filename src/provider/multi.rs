@@ -12,6 +12,7 @@
 //! A filter on path columns alone picks the members to scan while planning (and is exact:
 //! a member's rows all pass it or all fail it).
 
+use super::in_order_union::InOrderUnionExec;
 use super::member_value::MemberValue;
 use super::partition::{inferred_type, inferred_value, partition_values};
 use super::table::Blosc2Table;
@@ -66,6 +67,8 @@ pub struct Blosc2MultiTable {
     /// How many of `schema`'s columns are the members' own (the first ones); the rest are
     /// path columns, whose values come from each member's path.
     stored: usize,
+    /// Scan the members one after another in one partition ([`Self::with_in_order`]).
+    in_order: bool,
 }
 
 impl Blosc2MultiTable {
@@ -145,7 +148,17 @@ impl Blosc2MultiTable {
             members,
             schema,
             stored,
+            in_order: false,
         })
+    }
+
+    /// Scans in one partition, the members one after another in path order and each
+    /// in its stored order, the next ones starting while one is handed out: with
+    /// `in_order` members ([`Blosc2Table::with_in_order`], which read ahead themselves)
+    /// the rows come as stored, file after file ([`super::Blosc2Options::in_order`]).
+    pub fn with_in_order(mut self, on: bool) -> Self {
+        self.in_order = on;
+        self
     }
 
     /// True when `name` is a path column (a partition column or [`FILENAME_COLUMN`]).
@@ -359,10 +372,13 @@ impl TableProvider for Blosc2MultiTable {
                 plan
             });
         }
+        let schema = Arc::new(self.schema.project(&wanted)?);
         if plans.is_empty() {
-            return Ok(Arc::new(EmptyExec::new(Arc::new(
-                self.schema.project(&wanted)?,
-            ))));
+            return Ok(Arc::new(EmptyExec::new(schema)));
+        }
+        if self.in_order {
+            // The member being handed out and the next one.
+            return Ok(Arc::new(InOrderUnionExec::new(schema, plans, 2)));
         }
         UnionExec::try_new(plans)
     }

@@ -43,10 +43,11 @@ pub struct Blosc2Options {
     /// every key the members' paths share, as dictionary-encoded text; `Some(vec![])`
     /// takes none.
     pub partition_cols: Option<Vec<(String, DataType)>>,
-    /// Scan a single container in one partition, its rows in stored order, reading
-    /// ahead on the session's `target_partitions` threads (big chunks: their blocks in
-    /// parallel; else several units at once, handed out in order). Default off: the
-    /// scan is split between partitions, whose rows DataFusion interleaves.
+    /// Scan in one partition, rows in stored order, reading ahead on the session's
+    /// `target_partitions` threads (big chunks: their blocks in parallel; else several
+    /// units at once, handed out in order). A multi-file table goes file after file in
+    /// path order, the next file starting while one is handed out. Default off: the scan
+    /// is split between partitions, whose rows DataFusion interleaves.
     pub in_order: bool,
 }
 
@@ -232,11 +233,9 @@ async fn open_members(list: MemberList, opts: &Blosc2Options) -> Result<Arc<dyn 
         .await?;
     // A glob that matches one file is still a multi-file table: its schema (with the
     // file column) does not depend on how many files match today.
-    Ok(Arc::new(Blosc2MultiTable::try_new(
-        &list.root,
-        members,
-        &partitions,
-    )?))
+    Ok(Arc::new(
+        Blosc2MultiTable::try_new(&list.root, members, &partitions)?.with_in_order(opts.in_order),
+    ))
 }
 
 /// Opens `location` as a table provider: one container, or several with one schema when

@@ -334,6 +334,25 @@ fn directories_and_globs_in_every_command() {
     std::fs::create_dir(&out).unwrap();
     let pq = out.join("all.parquet");
     ok(&["export", d, pq.to_str().unwrap()]);
+    // File after file, each as stored: special-full's 3.5s, then special-zeros' zeros.
+    {
+        use datafusion::arrow::array::AsArray;
+        use datafusion::arrow::datatypes::Float64Type;
+        use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&pq).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        let values: Vec<f64> = reader
+            .map(Result::unwrap)
+            .flat_map(|b| {
+                let i = b.schema().index_of("value").unwrap();
+                b.column(i).as_primitive::<Float64Type>().values().to_vec()
+            })
+            .collect();
+        let want: Vec<f64> = [3.5; 1000].into_iter().chain([0.0; 1000]).collect();
+        assert!(values == want, "rows out of their files' order");
+    }
     // The Parquet directory has no Blosc2 entries: DataFusion's listing table reads it.
     let q = format!(
         "SELECT filename, count(*) AS n, sum(value) AS s FROM '{}/' GROUP BY filename ORDER BY filename",

@@ -475,6 +475,59 @@ async fn in_order_scans_keep_the_stored_order() {
     }
 }
 
+/// A multi-file table scanned in order gives its members' rows file after file (in name
+/// order), each file's as stored, in one partition: big and small members, an empty one
+/// and a sparse frame directory, in batches of 100 on 4 partitions. Handing out the
+/// members as their reads finish (DataFusion's union) interleaves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_order_multi_file_scans_go_file_after_file() {
+    use crate::arrow_values::open;
+    use crate::listing::cells;
+    use datafusion_blosc2::arrow_reader::reader::read_all;
+    let dir = tempfile::tempdir().unwrap();
+    let members = [
+        ("a-big.b2nd", "b2nd/geom-1d-big.b2nd"),
+        ("b-small.b2nd", "b2nd/dtype-le_i8.b2nd"),
+        ("c-empty.b2nd", "b2nd/geom-empty.b2nd"),
+        ("d-big.b2nd", "b2nd/geom-1d-big.b2nd"),
+        ("e-small.b2nd", "b2nd/dtype-le_i8.b2nd"),
+    ];
+    let mut want = Vec::new();
+    for (name, rel) in members {
+        std::fs::copy(crate::util::fixture(rel), dir.path().join(name)).unwrap();
+        let (_, batches) = read_all(open(rel).await, 1 << 20).await.unwrap();
+        for mut row in cells(&batches) {
+            row.push(serde_json::Value::String(name.into()));
+            want.push(row);
+        }
+    }
+    let ctx = SessionContext::new_with_config(
+        SessionConfig::new()
+            .with_target_partitions(4)
+            .with_batch_size(100)
+            .set_bool("datafusion.optimizer.enable_round_robin_repartition", false),
+    );
+    ctx.register_blosc2(
+        "t",
+        &format!("{}/", dir.path().display()),
+        Blosc2Options::default().with_in_order(true),
+    )
+    .await
+    .unwrap();
+    let df = ctx
+        .sql("SELECT dim_0, value, CAST(filename AS VARCHAR) FROM t")
+        .await
+        .unwrap();
+    let plan = df.clone().create_physical_plan().await.unwrap();
+    assert_eq!(plan.properties().partitioning.partition_count(), 1);
+    let got = cells(&df.collect().await.unwrap());
+    assert_eq!(got.len(), 2 * 100_000 + 2 * 1000);
+    assert!(got == want, "rows out of their files' order");
+    // A LIMIT stops the members running ahead without an error.
+    let first = ctx.sql("SELECT value FROM t LIMIT 3").await.unwrap();
+    assert_eq!(cells(&first.collect().await.unwrap()).len(), 3);
+}
+
 /// Text equalities on a CTable's `U<n>` columns, which the scan tests on the stored records
 /// (`text_match`), give the rows DataFusion alone gives (the table opened with pruning
 /// off, so no filter reaches the scan): values with non-ASCII, astral and NUL letters, one

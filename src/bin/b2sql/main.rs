@@ -242,26 +242,15 @@ async fn export(
     use datafusion::parquet::basic::{Compression as PqCompression, ZstdLevel};
     use futures::StreamExt;
     // The rows keep the container's order: a single container is scanned in one
-    // partition that reads ahead on every core (`in_order`), with no round-robin
-    // repartition after it; the members of a multi-file table one partition at a time.
-    // The Parquet encoding runs on every core.
+    // partition that reads ahead on every core (`in_order`), a multi-file table's members
+    // one after another in one partition, each reading ahead; no round-robin repartition
+    // after it. The Parquet encoding runs on every core.
     let config =
         SessionConfig::new().set_bool("datafusion.optimizer.enable_round_robin_repartition", false);
     let ctx = context_with(config);
     let table = open_provider(&ctx.runtime_env(), path, &opts(dtype).with_in_order(true))
         .await
         .map_err(msg)?;
-    if table
-        .downcast_ref::<datafusion_blosc2::provider::Blosc2Table>()
-        .is_none()
-    {
-        ctx.state_ref()
-            .write()
-            .config_mut()
-            .options_mut()
-            .execution
-            .target_partitions = 1;
-    }
     let total = table
         .statistics()
         .and_then(|s| s.num_rows.get_value().copied());
