@@ -106,11 +106,28 @@ impl fmt::Display for ParseError {
 /// hostile expression cannot exhaust the stack.
 const MAX_DEPTH: usize = 64;
 
+/// A tree deeper than this is refused: a chain of operators (`a + a + … + a`) nests
+/// one level per operator without any parenthesis, and every walk over the tree (and
+/// dropping it) recurses once per level.
+const MAX_TREE_DEPTH: usize = 256;
+
+/// The depth of `e`'s tree (a leaf is 1). Recursive: called on trees the parser has
+/// bounded.
+fn tree_depth(e: &Expression) -> usize {
+    1 + match e {
+        Expression::Unary(_, x) => tree_depth(x),
+        Expression::Binary(_, a, b) => tree_depth(a).max(tree_depth(b)),
+        Expression::Call(_, args) => args.iter().map(tree_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// Parses `text`.
 ///
 /// # Errors
 /// Syntax Python would reject, chained comparisons (`a < b < c`), keywords (`and`, `or`,
-/// `not`, `if`, `lambda`), attribute access, subscripts and nesting deeper than 64.
+/// `not`, `if`, `lambda`), attribute access, subscripts, nesting deeper than 64 and trees
+/// deeper than 256 (e.g. a chain of more than 255 operators).
 pub fn parse(text: &str) -> Result<Expression, ParseError> {
     let tokens = tokenize(text)?;
     let mut p = Parser {
@@ -334,8 +351,21 @@ impl Parser {
             return self.unary();
         }
         let mut e = self.level(k + 1)?;
+        let mut depth = None;
         while let Some(op) = self.eat_op(LEVELS[k]) {
+            let at = self.pos;
             let right = self.level(k + 1)?;
+            let d = depth
+                .unwrap_or_else(|| tree_depth(&e))
+                .max(tree_depth(&right))
+                + 1;
+            if d > MAX_TREE_DEPTH {
+                self.pos = at;
+                return Err(self.error(format!(
+                    "the expression's tree is deeper than {MAX_TREE_DEPTH} (a chain of too many operators)"
+                )));
+            }
+            depth = Some(d);
             e = Expression::Binary(op, Box::new(e), Box::new(right));
         }
         Ok(e)
@@ -561,6 +591,20 @@ mod tests {
         assert!(parse(&deep).unwrap_err().message.contains("nested deeper"));
         let deep = format!("{}a", "a ** ".repeat(500));
         assert!(parse(&deep).unwrap_err().message.contains("nested deeper"));
+        // Chains nest without parentheses: 255 operators are a tree of depth 256, one
+        // more is refused; a hostile chain of 200 000 is refused without walking (or
+        // dropping) a tree that deep.
+        let chain = |ops: usize, op: &str| format!("o0{}", format!(" {op} o0").repeat(ops));
+        assert_eq!(tree_depth(&parse(&chain(255, "+")).unwrap()), 256);
+        for op in ["+", "*", "&", "<<"] {
+            let e = parse(&chain(256, op)).unwrap_err();
+            assert!(e.message.contains("deeper than 256"), "{op}: {e}");
+            let e = parse(&chain(200_000, op)).unwrap_err();
+            assert!(e.message.contains("deeper than 256"), "{op}: {e}");
+        }
+        let nested = format!("f({})", chain(255, "-"));
+        assert_eq!(tree_depth(&parse(&nested).unwrap()), 257);
+        assert!(parse(&format!("({}) + o1", chain(255, "-"))).is_err());
     }
 
     /// Random strings over the expression alphabet (and some that is not): an `Ok` or an
