@@ -1,6 +1,9 @@
-//! python-blosc2 SUMMARY index sidecars: per-segment min/max of one CTable column
-//! (`<root>/_indexes/<col>/summary.block.b2nd`, described by the `index_catalog` vlmeta of
-//! `_meta`). One structured element `{min, max, flags}` per segment of `segment_len` rows.
+//! python-blosc2 index summaries: per-segment min/max of one CTable column
+//! (`<root>/_indexes/<col>/<kind>.summary.block.b2nd`, the `block` level of the column's
+//! descriptor in the `index_catalog` vlmeta of `_meta`). One structured element `{min,
+//! max, flags}` per segment of `segment_len` rows. Every index kind keeps this level: a
+//! SUMMARY index is nothing else; BUCKET, PARTIAL, FULL and OPSI indexes keep it beside
+//! their positions (python-blosc2 4.14.1's summaries are exact for all of them).
 //!
 //! What python-blosc2 4.14 writes (checked against its output, not in the upstream docs):
 //! extrema skip NaN and, when the catalog says `null_aware`, null rows; `flags` bit 0 means
@@ -80,8 +83,8 @@ impl ColumnSummary {
             return Ok(None);
         };
         let built = d.get("built_value_epoch").and_then(Json::as_i64);
-        if d.get("kind").and_then(Json::as_str) != Some("summary")
-            || d.get("stale").and_then(Json::as_bool) != Some(false)
+        // Every index kind (summary, bucket, partial, full, opsi) keeps this level.
+        if d.get("stale").and_then(Json::as_bool) != Some(false)
             || (value_epoch.is_some() && built != value_epoch)
         {
             return Ok(None);
@@ -117,6 +120,13 @@ impl ColumnSummary {
         let (Some(mn), Some(mx), Some(fl)) = (field("min"), field("max"), field("flags")) else {
             return Err(bad("records lack min, max or flags".into()));
         };
+        // A summary of something else than the values (a text column's FULL index
+        // summarises ranks) is not this column's.
+        if d.get("kind").and_then(Json::as_str) != Some("summary")
+            && (mn.dtype != *elem || mx.dtype != *elem)
+        {
+            return Ok(None);
+        }
         if mn.dtype.itemsize() != elem.itemsize()
             || mx.dtype.itemsize() != elem.itemsize()
             || fl.dtype.itemsize() != 1

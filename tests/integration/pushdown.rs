@@ -1423,3 +1423,72 @@ async fn quoted_path_tables_record_no_zone_maps() {
         .unwrap();
     assert!(!Arc::ptr_eq(&again, &first));
 }
+
+/// Every python-blosc2 index kind keeps per-block summaries like a SUMMARY index's, and
+/// value pruning uses them from the first query on: FULL (`a`), BUCKET (`b`, with NaN),
+/// PARTIAL (`c`, nullable, a block of nulls), OPSI (`d`). A text column's FULL index
+/// summarises alphabetical ranks, not values, and is not used (`w`). Answers equal those
+/// of the table with pruning off, and the extrema of the columns without NaN or nulls
+/// (`a`, `d`: no row deleted) come from the summaries, with no scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_index_kind_prunes_with_its_block_summaries() {
+    use datafusion::arrow::array::Float64Array;
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
+    register_pruned_and_plain(&ctx, "ix", "ctable/indexed.b2d").await;
+    let pruned_units = |plan: &str| -> usize {
+        let at = plan.find("value_pruning=pruned ").map(|i| i + 21);
+        at.and_then(|i| plan[i..].split('/').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    // 16 blocks of 250 rows; each range falls in a few blocks.
+    let cases = [
+        ("a", "a BETWEEN 990000 AND 1000100"),
+        ("b", "b BETWEEN 499 AND 499.9"),
+        ("c", "c = 7"),
+        ("c", "c IS NOT NULL AND c < -40"),
+        ("d", "d BETWEEN 100 AND 120"),
+    ];
+    // Before any scan (no zone map yet): the summaries alone.
+    for (col, where_) in cases {
+        let plan = explain(&ctx, &format!("SELECT {col} FROM ix WHERE {where_}")).await;
+        let n = pruned_units(&plan);
+        assert!(
+            n >= 10 && plan.contains("units (summary)"),
+            "{where_}: {n} units pruned\n{plan}"
+        );
+    }
+    for (col, where_) in cases {
+        let sum = format!("SELECT count(*), sum(CAST({col} AS DOUBLE)) FROM");
+        let mut answers = Vec::new();
+        for t in ["ix", "ix_plain"] {
+            let b = ctx
+                .sql(&format!("{sum} {t} WHERE {where_}"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let count = b[0].column(0).as_primitive::<Int64Type>().value(0);
+            let s = b[0].column(1).as_any().downcast_ref::<Float64Array>();
+            answers.push((count, s.map(|s| s.value(0))));
+        }
+        assert!(answers[0].0 > 0, "{where_}: no row");
+        assert_eq!(answers[0], answers[1], "{where_}");
+    }
+    let plan = explain(&ctx, "SELECT w FROM ix WHERE w = 'w0001'").await;
+    assert_eq!(pruned_units(&plan), 0, "{plan}");
+    for col in ["a", "d"] {
+        let sql = format!("SELECT min({col}), max({col}) FROM ix");
+        let plan = explain(&ctx, &sql).await;
+        assert!(!plan.contains("Blosc2Exec"), "{sql}\n{plan}");
+        let got = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+        let want = ctx
+            .sql(&sql.replace(" ix", " ix_plain"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(got[0].columns(), want[0].columns(), "{sql}");
+    }
+}
