@@ -6,6 +6,7 @@ pub mod column_spec;
 pub mod computed;
 pub mod dtype;
 pub mod expression;
+pub mod full_index;
 pub mod geometry;
 pub mod item_type;
 pub mod ndarray;

@@ -429,7 +429,9 @@ impl NdArray {
             let mut blocks: Vec<usize> = g.runs(i, bx).iter().map(|r| r.block as usize).collect();
             blocks.sort_unstable();
             blocks.dedup();
-            if !busy && (blocks.len() as u64 * 4 > nblocks || !self.recent.first_partial(i)) {
+            if !busy
+                && (blocks.len() as u64 * 4 > nblocks || !self.recent.first_partial(i, &blocks))
+            {
                 continue;
             }
             if let Some(b) = f.fetch_chunk_blocks(i, &blocks, nblocks as usize).await? {

@@ -55,16 +55,18 @@ impl<T: Clone, const N: usize> LastKept<T, N> {
 
 /// The last few stored chunks fetched, shared by clones of an array, so that scan units
 /// smaller than a chunk fetch each chunk once.
-/// Also remembers the chunks recently fetched in parts: a second read of one of them is
-/// taken as a scan going through it block by block, which then fetches it whole; so is a
-/// read of a chunk next to one of the recent whole ones.
+/// Also remembers the blocks of chunks recently fetched in parts: a read of blocks next
+/// to (or among) those of an earlier one is taken as a scan going through the chunk block
+/// by block, which then fetches it whole; so is a read of a chunk next to one of the
+/// recent whole ones. Reads of blocks apart (those an index found) stay in parts.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RecentChunks(Arc<Mutex<Recent>>);
 
 #[derive(Debug, Default)]
 struct Recent {
     whole: LastKept<Bytes, { RecentChunks::CAPACITY }>,
-    partial: VecDeque<u64>,
+    /// `(chunk, first block, last block)` of the recent reads in parts.
+    partial: VecDeque<(u64, usize, usize)>,
     /// Chunks being fetched whole now, and by which claim.
     fetching: Vec<(u64, u64)>,
     /// Numbers the claims.
@@ -135,21 +137,26 @@ impl RecentChunks {
             .collect()
     }
 
-    /// Whether chunk `i` may be fetched in parts now, and if so records that it is: not
-    /// when it already was recently (a second read of it), nor when a chunk next to it is
-    /// among the recent whole ones (a scan going through the array, which will read all
-    /// of `i` too: fetched in parts and then whole, a full scan of 1024 × 1024 tiles took
-    /// 1.5× its decode floor instead of 1.2×).
-    pub(crate) fn first_partial(&self, i: u64) -> bool {
+    /// Whether blocks `blocks` (ascending, not empty) of chunk `i` may be fetched in
+    /// parts now, and if so records that they are: not when a recent read in parts of `i`
+    /// took blocks next to or among them (a scan going through the chunk), nor when a
+    /// chunk next to `i` is among the recent whole ones (a scan going through the array,
+    /// which will read all of `i` too: fetched in parts and then whole, a full scan of
+    /// 1024 × 1024 tiles took 1.5× its decode floor instead of 1.2×).
+    pub(crate) fn first_partial(&self, i: u64, blocks: &[usize]) -> bool {
+        let (Some(&first), Some(&last)) = (blocks.first(), blocks.last()) else {
+            return false;
+        };
         let mut q = self.lock();
         let near = |k: u64| k.abs_diff(i) == 1;
-        if q.partial.contains(&i) || q.whole.iter().any(|(k, _)| near(*k)) {
+        let touches = |&(k, f, l): &(u64, usize, usize)| k == i && first <= l + 1 && f <= last + 1;
+        if q.partial.iter().any(touches) || q.whole.iter().any(|(k, _)| near(*k)) {
             return false;
         }
         if q.partial.len() == Self::PARTIAL_CAPACITY {
             q.partial.pop_front();
         }
-        q.partial.push_back(i);
+        q.partial.push_back((i, first, last));
         true
     }
 }
@@ -157,6 +164,20 @@ impl RecentChunks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_next_to_earlier_blocks_of_a_chunk_go_whole() {
+        let recent = RecentChunks::default();
+        assert!(recent.first_partial(7, &[3]));
+        // Blocks apart: an index's finds.
+        assert!(recent.first_partial(7, &[9, 10]));
+        assert!(recent.first_partial(8, &[3]));
+        // Next to block 3, among 9..=10, next to 10: a scan going through.
+        assert!(!recent.first_partial(7, &[4]));
+        assert!(!recent.first_partial(7, &[10]));
+        assert!(!recent.first_partial(7, &[0, 11]));
+        assert!(!recent.first_partial(7, &[]));
+    }
 
     #[test]
     fn a_chunk_is_being_fetched_while_a_claim_on_it_lasts() {

@@ -8,6 +8,7 @@ use super::batch_array::{BatchArray, ItemKind, Serializer, StreamBlock, VarValue
 use super::column_spec::{ColumnSpec, open_ctable_column};
 use super::computed::ComputedColumn;
 use super::dtype::DType;
+use super::full_index::FullIndex;
 use super::item_type::{ArrowSchemaMessage, ItemType};
 use super::ndarray::{NdArray, ReadStats};
 use super::summary::ColumnSummary;
@@ -738,6 +739,31 @@ impl Table {
         match &c.storage {
             ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
                 ColumnSummary::open(
+                    store,
+                    &self.index_catalog,
+                    self.value_epoch,
+                    &c.name,
+                    &a.dtype,
+                )
+                .await
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The FULL index of column `col` ([`FullIndex`]), when python-blosc2 built one that
+    /// is still current and of a type it looks up. Scalar fixed-width columns only.
+    ///
+    /// # Errors
+    /// IO errors and unreadable sidecar frames.
+    pub async fn full_index(&self, col: usize) -> Result<Option<FullIndex>> {
+        let Some(store) = &self.store else {
+            return Ok(None);
+        };
+        let c = self.open_column(col).await?;
+        match &c.storage {
+            ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
+                FullIndex::open(
                     store,
                     &self.index_catalog,
                     self.value_epoch,

@@ -12,7 +12,7 @@
 //! The filters stay with the operators that sent them (reported not pushed down): a kept
 //! unit's rows are still filtered there, so skipping only ever saves work.
 
-use super::prune::{PruneReport, SummaryCache, prune_units};
+use super::prune::{IndexCache, PruneReport, prune_units};
 use super::zone_maps::ZoneMaps;
 use crate::array::ndarray::ReadStats;
 use crate::arrow_reader::reader::{BatchReader, ScanUnit};
@@ -46,7 +46,7 @@ pub struct DynamicPruning {
     /// The dataset's stored columns (what the pruning predicate is built over).
     stored: SchemaRef,
     zone_maps: Option<Arc<ZoneMaps>>,
-    summaries: Arc<SummaryCache>,
+    summaries: Arc<IndexCache>,
     /// The filters' state of one generation, rebuilt when a filter changes.
     current: Mutex<Option<Snapshot>>,
     /// An array's coordinate box the filters allow, for one generation.
@@ -79,7 +79,7 @@ impl DynamicPruning {
         ds: Arc<Dataset>,
         stored: SchemaRef,
         zone_maps: Option<Arc<ZoneMaps>>,
-        summaries: Arc<SummaryCache>,
+        summaries: Arc<IndexCache>,
     ) -> Self {
         DynamicPruning {
             filters,

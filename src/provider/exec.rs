@@ -4,7 +4,7 @@
 //! all work. Metrics show what was read and skipped.
 
 use super::dynamic::{DynamicPruning, Probe, descending_coordinate};
-use super::prune::{PruneReport, SummaryCache};
+use super::prune::{IndexCache, PruneReport};
 use super::work::{ExecutionUnits, UnitSource};
 use super::zone_maps::{ZoneMaps, ZoneRecorder};
 use crate::array::ndarray::ReadStats;
@@ -61,7 +61,7 @@ pub struct Blosc2Exec {
     execution: Arc<ExecutionUnits>,
     props: Arc<PlanProperties>,
     /// Where dynamic filters find value statistics; `None` when the scan takes none.
-    summaries: Option<Arc<SummaryCache>>,
+    summaries: Option<Arc<IndexCache>>,
     /// Filters other operators update while the query runs, checked before each unit.
     dynamic: Option<Arc<DynamicPruning>>,
     /// Each partition reads its units last first (a `dim_k DESC` order was pushed down).
@@ -259,7 +259,7 @@ impl Blosc2Exec {
     /// pushed into it while the query is planned, and skipping the units their state
     /// rules out as it runs; value statistics come from `summaries`, the zone maps and
     /// special chunks, as in value pruning.
-    pub fn with_dynamic_filters(mut self, summaries: Arc<SummaryCache>) -> Self {
+    pub fn with_dynamic_filters(mut self, summaries: Arc<IndexCache>) -> Self {
         self.summaries = Some(summaries);
         self
     }

@@ -10,7 +10,7 @@
 
 use super::computed::{ComputedColumns, full_schema};
 use super::listed::{ListedFiles, LocalReads, open_columns};
-use super::prune::{SummaryCache, exact_extrema};
+use super::prune::{IndexCache, exact_extrema};
 use super::source::Blosc2Source;
 use super::table::Blosc2Table;
 use super::to_df;
@@ -294,7 +294,7 @@ async fn file_statistics(ds: Dataset, table_schema: &Schema) -> Result<(Statisti
             Arc::clone(table.dataset()),
         ));
     };
-    let summaries = SummaryCache::default();
+    let summaries = IndexCache::default();
     let mut column_statistics = Vec::with_capacity(table_schema.fields().len());
     for f in table_schema.fields() {
         let mut c = match own.index_of(f.name()) {

@@ -7,6 +7,7 @@ pub mod dynamic;
 pub mod exec;
 pub mod format;
 mod in_order_union;
+mod index_lookup;
 mod listed;
 mod member_value;
 pub mod members;

@@ -19,6 +19,7 @@
 //! with DataFusion (reported Inexact).
 
 use super::zone_maps::{ZoneMaps, widen};
+use crate::array::full_index::FullIndex;
 use crate::array::summary::ColumnSummary;
 use crate::array::table::Table;
 use crate::arrow_reader::reader::ScanUnit;
@@ -43,8 +44,13 @@ pub struct PruneReport {
     pub sources: Vec<&'static str>,
 }
 
-/// Loaded SUMMARY sidecars of a table, per column (full-schema index), read once.
-pub type SummaryCache = Mutex<HashMap<usize, Option<Arc<ColumnSummary>>>>;
+/// A table's index sidecars, per column (full-schema index), each read once: the
+/// block summaries every index kind keeps, and FULL indexes.
+#[derive(Debug, Default)]
+pub struct IndexCache {
+    summaries: Mutex<HashMap<usize, Option<Arc<ColumnSummary>>>>,
+    full: Mutex<HashMap<usize, Option<Arc<FullIndex>>>>,
+}
 
 /// The statistics of each unit for the columns a predicate names.
 struct UnitStatistics {
@@ -139,7 +145,7 @@ pub async fn prune_units(
     units: Vec<ZonedUnit>,
     predicate: &PruningPredicate,
     zone_maps: Option<&ZoneMaps>,
-    summaries: &SummaryCache,
+    summaries: &IndexCache,
 ) -> datafusion::error::Result<(Vec<ZonedUnit>, PruneReport)> {
     let mut report = PruneReport {
         units_before: units.len(),
@@ -226,7 +232,7 @@ async fn column_extrema(
     col: usize,
     units: &[ZonedUnit],
     zone_maps: Option<&ZoneMaps>,
-    summaries: &SummaryCache,
+    summaries: &IndexCache,
     sources: &mut HashSet<&'static str>,
 ) -> crate::Result<Extrema> {
     let cached = |zone: u64| zone_maps.and_then(|z| z.extrema(col, zone));
@@ -318,9 +324,10 @@ async fn column_extrema(
 async fn cached_summary(
     t: &Table,
     col: usize,
-    summaries: &SummaryCache,
+    summaries: &IndexCache,
 ) -> crate::Result<Option<Arc<ColumnSummary>>> {
     let loaded = summaries
+        .summaries
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&col)
@@ -330,10 +337,35 @@ async fn cached_summary(
     }
     let s = t.summary(col).await?.map(Arc::new);
     summaries
+        .summaries
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(col, s.clone());
     Ok(s)
+}
+
+/// The FULL index of column `col` of `t`, opened once per table provider.
+pub(super) async fn cached_full_index(
+    t: &Table,
+    col: usize,
+    cache: &IndexCache,
+) -> crate::Result<Option<Arc<FullIndex>>> {
+    let loaded = cache
+        .full
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&col)
+        .cloned();
+    if let Some(i) = loaded {
+        return Ok(i);
+    }
+    let i = t.full_index(col).await?.map(Arc::new);
+    cache
+        .full
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(col, i.clone());
+    Ok(i)
 }
 
 /// The exact minimum and maximum of column `col` (`schema`'s field) of `t`, from its
@@ -348,7 +380,7 @@ pub async fn exact_extrema(
     t: &Table,
     schema: &Schema,
     col: usize,
-    summaries: &SummaryCache,
+    summaries: &IndexCache,
 ) -> crate::Result<Option<(ScalarValue, ScalarValue)>> {
     let nulls = schema.field(col).is_nullable() && !t.holds_no_null(col);
     if nulls || t.live_rows != t.physical_rows || t.live_rows == 0 {

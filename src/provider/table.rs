@@ -8,7 +8,8 @@
 
 use super::computed::{ComputedColumns, full_schema};
 use super::exec::Blosc2Exec;
-use super::prune::{PruneReport, SummaryCache, exact_extrema, prune_units};
+use super::index_lookup::prune_by_full_indexes;
+use super::prune::{IndexCache, PruneReport, exact_extrema, prune_units};
 use super::pushdown;
 use super::text_filters::logical_text_matches;
 use super::zone_maps::{ZoneMaps, zone_map_column};
@@ -44,7 +45,7 @@ pub struct Blosc2Table {
     computed: Arc<ComputedColumns>,
     value_pruning: bool,
     zone_maps: Option<Arc<ZoneMaps>>,
-    summaries: Arc<SummaryCache>,
+    summaries: Arc<IndexCache>,
     /// Scans drop the chunks their reads keep when they end.
     release_kept_chunks: bool,
     /// Scans run in one partition, in stored order, on all target partitions' threads.
@@ -356,7 +357,7 @@ impl Blosc2Table {
         };
         let (units, report) = match &predicate {
             Some(p) => {
-                prune_units(
+                let (units, report) = prune_units(
                     &self.ds,
                     &self.stored,
                     units,
@@ -364,7 +365,17 @@ impl Blosc2Table {
                     self.zone_maps.as_deref(),
                     &self.summaries,
                 )
-                .await?
+                .await?;
+                prune_by_full_indexes(
+                    &self.ds,
+                    &self.stored,
+                    units,
+                    report,
+                    p.orig_expr(),
+                    &self.summaries,
+                )
+                .await
+                .map_err(super::to_df)?
             }
             None => (units, PruneReport::default()),
         };

@@ -89,11 +89,13 @@ async fn small_reads_fetch_only_their_blocks() {
             assert_eq!(got, want, "{rel} {bx:?}");
             fetched.push(stats.bytes_fetched);
         }
+        // Blocks 0, then 7 (of 4 x 2), apart: in parts both times (as an index's finds);
+        // then block 0 again, among those read: fetched whole (a scan going through).
         assert!(
-            fetched[0] > 0 && fetched[0] < stored / 4,
+            fetched[..2].iter().all(|&f| f > 0 && f < stored / 2),
             "{rel}: {fetched:?} of {stored}"
         );
-        assert_eq!(fetched[1..], [stored, 0], "{rel}");
+        assert_eq!(fetched[2], stored, "{rel}");
         // Chunk 4 (rows 128..192, cols 0..50), next to chunk 5 fetched whole: taken as
         // a scan going through the array, so fetched whole at once. Chunk 1 (rows 0..64,
         // cols 50..100), away from both: in parts.
@@ -414,7 +416,7 @@ async fn boxes_of_special_chunks_read_back() {
 #[tokio::test]
 async fn saved_lazy_expressions_are_refused_with_their_recipe() {
     use datafusion_blosc2::dataset::{Dataset, OpenOptions};
-    let loc = Location::local(fixture("b2nd/lazy-expr.b2nd")).unwrap();
+    let loc = Location::local(fixture("lazy/expr.b2nd")).unwrap();
     let as_array = NdArray::open_frame(&loc, None)
         .await
         .unwrap_err()
@@ -425,12 +427,12 @@ async fn saved_lazy_expressions_are_refused_with_their_recipe() {
         .to_string();
     for err in [as_array, as_dataset] {
         assert!(
-            err.contains("lazy-expr.b2nd")
+            err.contains("lazy/expr.b2nd")
                 && err.contains("lazy expression, \"a * b + sin(a)\"")
-                && err.contains("over a = lazy-operand-a.b2nd, b = lazy-operand-b.b2nd")
+                && err.contains("over a = operand-a.b2nd, b = operand-b.b2nd")
                 && err.contains("not stored"),
             "{err}"
         );
     }
-    assert!(arrays().contains_key("b2nd/lazy-operand-a.b2nd"));
+    assert!(arrays().contains_key("lazy/operand-a.b2nd"));
 }
