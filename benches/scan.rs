@@ -137,6 +137,20 @@ const QUERIES: &[Query] = &[
         columns: "",
     },
     Query {
+        name: "orders: id = one value (FULL index)",
+        sql: "SELECT id, price, qty FROM orders_{c} WHERE id = 864199",
+        check: Check::Rows(1),
+        floor: &[],
+        columns: "",
+    },
+    Query {
+        name: "orders: id IN 4 values (FULL index)",
+        sql: "SELECT count(*), sum(price) FROM orders_{c} WHERE id IN (7, 700007, 864199, 69999993)",
+        check: Check::Same,
+        floor: &[],
+        columns: "",
+    },
+    Query {
         name: "grid: sum(value) (full scan, 67 M)",
         sql: "SELECT sum(value) FROM grid_{c}",
         check: Check::Same,
@@ -403,9 +417,10 @@ fn many_files_table(rt: &tokio::runtime::Runtime, threads: usize, only: &str) ->
 }
 
 const CODECS: [&str; 2] = ["zstd", "lz4"];
-const DATASETS: [(&str, &str); 6] = [
+const DATASETS: [(&str, &str); 7] = [
     ("walk", "b2nd"),
     ("ticks", "b2d"),
+    ("orders", "b2d"),
     ("grid", "b2nd"),
     ("tiles", "b2nd"),
     ("names", "b2d"),

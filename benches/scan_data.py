@@ -15,6 +15,9 @@ each data set twice: with the defaults (ZSTD, shuffle) and with LZ4 (shuffle):
     cats-{zstd,lz4}.b2d    the same 10,000,000 rows with the name twice, as a dictionary
                            column (int32 codes + a BatchArray of the 2,000 names) `name` and
                            as a vlstring column (BatchArray of msgpack strings) `text`
+    orders-{zstd,lz4}.b2d  CTable of 10,000,000 rows: id int64 (0, 7, 14, … in random
+                           order) with a FULL index, price float64, qty int32; default
+                           chunking
     parts-{zstd,lz4}/      the walk again as 200 files part-000.b2nd … part-199.b2nd of
                            50,000 values each (chunks of 10,000): a table of many small
                            files
@@ -32,6 +35,13 @@ N = 10_000_000
 SIDE = 8192
 PARTS = 200
 CODECS = {"zstd": blosc2.Codec.ZSTD, "lz4": blosc2.Codec.LZ4}
+
+
+@dataclass
+class Order:
+    id: int = blosc2.field(blosc2.int64())
+    price: float = blosc2.field(blosc2.float64())
+    qty: int = blosc2.field(blosc2.int32())
 
 
 @dataclass
@@ -106,6 +116,14 @@ def main(out):
         if not os.path.exists(os.path.join(p, "_meta.b2f")):
             t = blosc2.CTable(Tick, urlpath=p, mode="w", expected_size=N, cparams=cparams)
             t.extend(ticks)
+            t.close()
+        p = os.path.join(out, f"orders-{name}.b2d")
+        if not os.path.exists(os.path.join(p, "_meta.b2f")):
+            o = np.random.default_rng(7)
+            t = blosc2.CTable(Order, urlpath=p, mode="w", expected_size=N, cparams=cparams)
+            t.extend({"id": o.permutation(N).astype("<i8") * 7, "price": o.normal(100, 20, N),
+                      "qty": o.integers(1, 1000, N).astype("<i4")})
+            t.create_index("id", kind=blosc2.IndexKind.FULL)
             t.close()
         p = os.path.join(out, f"grid-{name}.b2nd")
         if not os.path.exists(p):
