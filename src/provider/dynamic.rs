@@ -12,6 +12,7 @@
 //! The filters stay with the operators that sent them (reported not pushed down): a kept
 //! unit's rows are still filtered there, so skipping only ever saves work.
 
+use super::index_lookup::prune_by_full_indexes;
 use super::prune::{IndexCache, PruneReport, prune_units};
 use super::zone_maps::ZoneMaps;
 use crate::array::ndarray::ReadStats;
@@ -141,6 +142,33 @@ impl DynamicPruning {
             &self.summaries,
         )
         .await
+    }
+
+    /// [`Self::prune`], then the units a FULL index proves empty
+    /// ([`super::index_lookup`]): for a scan's first pruning, when a file is opened (its
+    /// lookups read the index; later prunings, as the filters tighten, do not repeat
+    /// them).
+    ///
+    /// # Errors
+    /// As [`Self::prune`], and reading an index.
+    pub async fn prune_on_open(
+        &self,
+        units: Vec<ZonedUnit>,
+    ) -> Result<(Vec<ZonedUnit>, PruneReport)> {
+        let (units, report) = self.prune(units).await?;
+        let Some(predicate) = self.snapshot()?.predicate else {
+            return Ok((units, report));
+        };
+        prune_by_full_indexes(
+            &self.ds,
+            &self.stored,
+            units,
+            report,
+            predicate.orig_expr(),
+            &self.summaries,
+        )
+        .await
+        .map_err(super::to_df)
     }
 
     /// `unit` cut to the coordinate box the filters' current state allows (an array's:

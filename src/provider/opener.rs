@@ -210,7 +210,7 @@ impl FileOpener for Blosc2Opener {
             }
             let units = in_range(units, file.range.as_ref(), file.object_meta.size);
             metrics.units_total.add(units.len());
-            let (units, report) = scan.pruning.prune(units).await?;
+            let (units, report) = scan.pruning.prune_on_open(units).await?;
             let kept = units.len();
             let mut units = clip(units, &bounds);
             metrics

@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_blosc2::arrow_reader::reader::read_all;
-use datafusion_blosc2::provider::Blosc2Format;
+use datafusion_blosc2::provider::{Blosc2Format, Blosc2SessionExt};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -463,6 +463,35 @@ async fn listing_tables_prune_units() {
             total > 8 && total - dynamic <= 2,
             "{rel}: {dynamic} of {total} pruned"
         );
+    }
+}
+
+/// A listing table's file with FULL indexes prunes on them when it is opened: a point
+/// lookup in a column in no order reads one unit of 16, a value that is not there none,
+/// and the answers are the table provider's.
+#[tokio::test]
+async fn listing_tables_prune_on_full_indexes() {
+    let rel = "ctable/indexed.b2z";
+    let ctx = session(2, false);
+    register(&ctx, fixture(rel).to_str().unwrap(), ".b2z", vec![]).await;
+    let provider = SessionContext::new();
+    provider
+        .register_blosc2("p", fixture(rel).to_str().unwrap(), Default::default())
+        .await
+        .unwrap();
+    for (where_, pruned) in [
+        ("r = 3000", 15),
+        ("r = 3001", 16),
+        ("r IN (0, 3000) AND q >= -200", 14),
+    ] {
+        let sql = format!("SELECT r, q, w FROM t WHERE {where_} ORDER BY r");
+        assert_eq!(
+            query(&ctx, &sql).await,
+            query(&provider, &sql.replace("FROM t", "FROM p")).await,
+            "{where_}"
+        );
+        let n = metric(&ctx, &sql, "units_pruned_by_stats").await;
+        assert!(n >= pruned, "{where_}: {n} units pruned");
     }
 }
 
