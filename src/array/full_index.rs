@@ -14,6 +14,7 @@
 //!
 //! Integers and little-endian floats of 4 and 8 bytes are looked up; other columns are not.
 
+use super::chunk_local_index::ChunkLocalIndex;
 use super::dtype::{DType, Endian};
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
@@ -48,20 +49,21 @@ impl IndexKey {
         }
     }
 
-    fn is_nan(&self) -> bool {
+    /// True for a float NaN.
+    pub fn is_nan(&self) -> bool {
         matches!(self, IndexKey::Float(f) if f.is_nan())
     }
 }
 
 /// How the elements of an indexed column read as keys.
 #[derive(Debug, Clone, Copy)]
-enum KeyType {
+pub(crate) enum KeyType {
     Int { bytes: usize, signed: bool },
     Float { bytes: usize },
 }
 
 impl KeyType {
-    fn of(d: &DType) -> Option<KeyType> {
+    pub(crate) fn of(d: &DType) -> Option<KeyType> {
         match *d {
             DType::Int {
                 bytes,
@@ -81,14 +83,14 @@ impl KeyType {
         }
     }
 
-    fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         match *self {
             KeyType::Int { bytes, .. } | KeyType::Float { bytes } => bytes,
         }
     }
 
     /// The key of the element in `b` (exactly [`Self::size`] bytes).
-    fn key(&self, b: &[u8]) -> IndexKey {
+    pub(crate) fn key(&self, b: &[u8]) -> IndexKey {
         match *self {
             KeyType::Int { bytes, signed } => {
                 let mut le = [0u8; 16];
@@ -107,7 +109,7 @@ impl KeyType {
         }
     }
 
-    fn keys(&self, b: &[u8]) -> Vec<IndexKey> {
+    pub(crate) fn keys(&self, b: &[u8]) -> Vec<IndexKey> {
         b.chunks_exact(self.size()).map(|e| self.key(e)).collect()
     }
 }
@@ -307,6 +309,53 @@ impl FullIndex {
         rows.sort_unstable();
         rows.dedup();
         Ok(Some(rows))
+    }
+}
+
+/// An index that finds the rows of a range of values: FULL, or PARTIAL / BUCKET
+/// ([`ChunkLocalIndex`]).
+#[derive(Debug)]
+pub enum ColumnIndex {
+    /// A FULL index (exact rows; NaN rows included).
+    Full(FullIndex),
+    /// A PARTIAL or BUCKET index (row ranges, a superset; NaN rows left out).
+    ChunkLocal(ChunkLocalIndex),
+}
+
+impl ColumnIndex {
+    /// Rows the index describes.
+    pub fn rows(&self) -> u64 {
+        match self {
+            ColumnIndex::Full(i) => i.rows,
+            ColumnIndex::ChunkLocal(i) => i.rows,
+        }
+    }
+
+    /// True when the rows it finds include those holding NaN.
+    pub fn finds_nan(&self) -> bool {
+        matches!(self, ColumnIndex::Full(_))
+    }
+
+    /// Row ranges (ascending, disjoint) holding the rows whose value lies between `lo`
+    /// and `hi`; `Ok(None)` when they are more than `max_rows` rows or the index cannot
+    /// tell (see [`FullIndex::rows_between`], [`ChunkLocalIndex::rows_between`]).
+    ///
+    /// # Errors
+    /// IO and decoding errors.
+    pub async fn rows_between(
+        &self,
+        lo: Bound<IndexKey>,
+        hi: Bound<IndexKey>,
+        max_rows: u64,
+        stats: &mut ReadStats,
+    ) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        match self {
+            ColumnIndex::Full(i) => Ok(i
+                .rows_between(lo, hi, max_rows, stats)
+                .await?
+                .map(|rows| rows.into_iter().map(|r| r..r + 1).collect())),
+            ColumnIndex::ChunkLocal(i) => i.rows_between(lo, hi, max_rows, stats).await,
+        }
     }
 }
 

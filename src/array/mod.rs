@@ -2,6 +2,7 @@
 //! containers. No Arrow, no DataFusion.
 
 pub mod batch_array;
+pub mod chunk_local_index;
 pub mod column_spec;
 pub mod computed;
 pub mod dtype;

@@ -5,10 +5,11 @@
 //! count, and a CTable row is live iff `_valid_rows[row]`.
 
 use super::batch_array::{BatchArray, ItemKind, Serializer, StreamBlock, VarValues};
+use super::chunk_local_index::ChunkLocalIndex;
 use super::column_spec::{ColumnSpec, open_ctable_column};
 use super::computed::ComputedColumn;
 use super::dtype::DType;
-use super::full_index::FullIndex;
+use super::full_index::{ColumnIndex, FullIndex};
 use super::item_type::{ArrowSchemaMessage, ItemType};
 use super::ndarray::{NdArray, ReadStats};
 use super::summary::ColumnSummary;
@@ -751,29 +752,32 @@ impl Table {
         }
     }
 
-    /// The FULL index of column `col` ([`FullIndex`]), when python-blosc2 built one that
-    /// is still current and of a type it looks up. Scalar fixed-width columns only.
+    /// The index of column `col` that finds the rows of a range of values
+    /// ([`ColumnIndex`]: FULL, PARTIAL or BUCKET), when python-blosc2 built one that is
+    /// still current and of a type it looks up. Scalar fixed-width columns only.
     ///
     /// # Errors
     /// IO errors and unreadable sidecar frames.
-    pub async fn full_index(&self, col: usize) -> Result<Option<FullIndex>> {
+    pub async fn column_index(&self, col: usize) -> Result<Option<ColumnIndex>> {
         let Some(store) = &self.store else {
             return Ok(None);
         };
         let c = self.open_column(col).await?;
-        match &c.storage {
-            ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
-                FullIndex::open(
-                    store,
-                    &self.index_catalog,
-                    self.value_epoch,
-                    &c.name,
-                    &a.dtype,
-                )
-                .await
-            }
-            _ => Ok(None),
+        let ColumnStorage::Fixed(a) = &c.storage else {
+            return Ok(None);
+        };
+        if a.geometry.ndim() != 1 {
+            return Ok(None);
         }
+        let (catalog, epoch) = (&self.index_catalog, self.value_epoch);
+        if let Some(i) = FullIndex::open(store, catalog, epoch, &c.name, &a.dtype).await? {
+            return Ok(Some(ColumnIndex::Full(i)));
+        }
+        Ok(
+            ChunkLocalIndex::open(store, catalog, epoch, &c.name, &a.dtype)
+                .await?
+                .map(ColumnIndex::ChunkLocal),
+        )
     }
 
     /// Row granularity of value pruning: a CTable's first column's declared block (what

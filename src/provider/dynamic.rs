@@ -144,7 +144,7 @@ impl DynamicPruning {
         .await
     }
 
-    /// [`Self::prune`], then the units a FULL index proves empty
+    /// [`Self::prune`], then the units a column's index proves empty
     /// ([`super::index_lookup`]): for a scan's first pruning, when a file is opened (its
     /// lookups read the index; later prunings, as the filters tighten, do not repeat
     /// them).

@@ -1,27 +1,31 @@
-//! Value pruning by python-blosc2 FULL indexes ([`crate::array::full_index`]): a filter's
-//! conjuncts that bound one indexed column (`x = 5`, `x BETWEEN 1 AND 9`, `x > 2.5`,
-//! `x IN (1, 7)`) are looked up in the column's sorted values, and the scan units
-//! holding none of the rows found are dropped. Where the summaries of blocks help only
-//! columns whose values cluster, this finds the few blocks of an unsorted column that
-//! hold a value.
+//! Value pruning by python-blosc2 indexes that find rows: FULL
+//! ([`crate::array::full_index`]), PARTIAL and BUCKET ([`crate::array::chunk_local_index`]).
+//! A filter's conjuncts that bound one indexed column (`x = 5`, `x BETWEEN 1 AND 9`,
+//! `x > 2.5`, `x IN (1, 7)`, `OR`s of these) are looked up in the column's index, and the
+//! scan units holding none of the rows found are dropped. Where the summaries of blocks
+//! help only columns whose values cluster, this finds the few blocks of an unsorted
+//! column that hold a value.
 //!
 //! Only what the index proves is dropped: a lookup that would find more than a quarter
 //! of the rows, or an index that is stale or unreadable, drops nothing; rows written
-//! after the index was built are never dropped. The filter stays with DataFusion.
+//! after the index was built are never dropped; NaN rows, which SQL's order puts below or
+//! above every number depending on their sign, are kept (found by a FULL index; for the
+//! others, the blocks the summaries flag holding a NaN). The filter stays with DataFusion.
 
-use super::prune::{IndexCache, PruneReport, cached_full_index};
+use super::prune::{IndexCache, PruneReport, cached_column_index, cached_summary};
 use crate::array::full_index::IndexKey;
 use crate::array::ndarray::ReadStats;
+use crate::array::summary::{FLAG_ALL_NAN, FLAG_HAS_NAN};
 use crate::arrow_reader::reader::ScanUnit;
 use crate::arrow_reader::zones::ZonedUnit;
 use crate::dataset::Dataset;
-use arrow::datatypes::Schema;
+use arrow::datatypes::{DataType, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, Literal};
+use datafusion::physical_expr::expressions::{BinaryExpr, CastExpr, Column, InListExpr, Literal};
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 use std::sync::Arc;
 
 /// What a filter allows one column: any of these ranges (`x = 1 OR x = 7` is two).
@@ -65,13 +69,36 @@ fn tighter(a: Bound<IndexKey>, b: Bound<IndexKey>, upper: bool) -> Bound<IndexKe
     }
 }
 
+/// The column `e` is, or widens without changing any value's order against a literal
+/// (`CAST(x AS DOUBLE)` of a float32 or integer `x`, as DataFusion compares `x = 0.5`;
+/// an integer to a wider one): the comparison of its values as they are then means
+/// what the index's order means (which compares integers with floats as floats).
+fn column_of(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Column> {
+    if let Some(c) = e.downcast_ref::<Column>() {
+        return Some(c.clone());
+    }
+    let cast = e.downcast_ref::<CastExpr>()?;
+    let c = cast.expr().downcast_ref::<Column>()?;
+    let from = schema.field_with_name(c.name()).ok()?.data_type();
+    let widens = match cast.cast_type() {
+        DataType::Float64 => from.is_integer() || *from == DataType::Float32,
+        DataType::Int64 => {
+            from.is_signed_integer()
+                || matches!(from, DataType::UInt8 | DataType::UInt16 | DataType::UInt32)
+        }
+        DataType::UInt64 => from.is_unsigned_integer(),
+        _ => false,
+    };
+    widens.then(|| c.clone())
+}
+
 /// `column op literal` (either way round) as the column's name and its allowed range.
-fn comparison(e: &BinaryExpr) -> Option<(String, Allowed)> {
+fn comparison(e: &BinaryExpr, schema: &Schema) -> Option<(String, Allowed)> {
     let (col, lit, op) = match (
-        e.left().downcast_ref::<Column>(),
+        column_of(e.left(), schema),
         e.right().downcast_ref::<Literal>(),
         e.left().downcast_ref::<Literal>(),
-        e.right().downcast_ref::<Column>(),
+        column_of(e.right(), schema),
     ) {
         (Some(c), Some(l), _, _) => (c, l, *e.op()),
         (_, _, Some(l), Some(c)) => (c, l, e.op().swap()?),
@@ -101,22 +128,22 @@ fn both(a: Allowed, b: Allowed) -> Allowed {
 
 /// What `e` allows, when it bounds one column and nothing else: a comparison with a
 /// literal, an `IN` list of literals, or `AND` / `OR` of such on the same column.
-fn one_column(e: &Arc<dyn PhysicalExpr>) -> Option<(String, Allowed)> {
+fn one_column(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<(String, Allowed)> {
     if let Some(b) = e.downcast_ref::<BinaryExpr>() {
         return match *b.op() {
             op @ (Operator::And | Operator::Or) => {
-                let (n0, a0) = one_column(b.left())?;
-                let (n1, a1) = one_column(b.right())?;
+                let (n0, a0) = one_column(b.left(), schema)?;
+                let (n1, a1) = one_column(b.right(), schema)?;
                 (n0 == n1).then(|| match op {
                     Operator::And => (n0, both(a0, a1)),
                     _ => (n0, [a0, a1].concat()),
                 })
             }
-            _ => comparison(b),
+            _ => comparison(b, schema),
         };
     }
     let list = e.downcast_ref::<InListExpr>()?;
-    let c = list.expr().downcast_ref::<Column>()?;
+    let c = column_of(list.expr(), schema)?;
     if list.negated() {
         return None;
     }
@@ -132,13 +159,17 @@ fn one_column(e: &Arc<dyn PhysicalExpr>) -> Option<(String, Allowed)> {
 }
 
 /// What the conjuncts of `e` allow each column they bound.
-fn allowed_by_conjuncts(e: &Arc<dyn PhysicalExpr>, out: &mut BTreeMap<String, Allowed>) {
+fn allowed_by_conjuncts(
+    e: &Arc<dyn PhysicalExpr>,
+    schema: &Schema,
+    out: &mut BTreeMap<String, Allowed>,
+) {
     if let Some(b) = e.downcast_ref::<BinaryExpr>()
         && *b.op() == Operator::And
     {
-        allowed_by_conjuncts(b.left(), out);
-        allowed_by_conjuncts(b.right(), out);
-    } else if let Some((name, a)) = one_column(e) {
+        allowed_by_conjuncts(b.left(), schema, out);
+        allowed_by_conjuncts(b.right(), schema, out);
+    } else if let Some((name, a)) = one_column(e, schema) {
         let merged = match out.remove(&name) {
             Some(before) => both(before, a),
             None => a,
@@ -147,8 +178,27 @@ fn allowed_by_conjuncts(e: &Arc<dyn PhysicalExpr>, out: &mut BTreeMap<String, Al
     }
 }
 
-/// Drops the units of a CTable scan that hold no row a FULL index finds for the
-/// conjuncts of `filter` (see the module's notes), and says so in `report`.
+/// `ranges` sorted and merged: ascending and disjoint.
+fn merged(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    ranges.sort_unstable_by_key(|r| r.start);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges.into_iter().filter(|r| r.start < r.end) {
+        match out.last_mut() {
+            Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Whether `r` meets any of `ranges` (ascending and disjoint).
+fn overlaps(ranges: &[Range<u64>], r: &Range<u64>) -> bool {
+    let i = ranges.partition_point(|x| x.end <= r.start);
+    i < ranges.len() && ranges[i].start < r.end
+}
+
+/// Drops the units of a CTable scan that hold no row an index finds for the conjuncts
+/// of `filter` (see the module's notes), and says so in `report` (source `index`).
 ///
 /// # Errors
 /// Reading an index.
@@ -164,7 +214,7 @@ pub async fn prune_by_full_indexes(
         return Ok((units, report));
     };
     let mut allowed = BTreeMap::new();
-    allowed_by_conjuncts(filter, &mut allowed);
+    allowed_by_conjuncts(filter, schema, &mut allowed);
     let mut keep = vec![true; units.len()];
     let max_rows = t.physical_rows / 4;
     let mut used = false;
@@ -175,16 +225,30 @@ pub async fn prune_by_full_indexes(
         if col >= t.ncolumns() {
             continue; // a computed column
         }
-        let Some(index) = cached_full_index(t, col, cache).await? else {
+        let Some(index) = cached_column_index(t, col, cache).await? else {
             continue;
         };
+        // NaN rows (which some range predicates match) a PARTIAL or BUCKET index does
+        // not find: the blocks the summaries flag holding one are kept.
+        let float = matches!(
+            schema.field(col).data_type(),
+            DataType::Float16 | DataType::Float32 | DataType::Float64
+        );
+        let nan_blocks = match (float, index.finds_nan()) {
+            (true, false) => match cached_summary(t, col, cache).await? {
+                Some(s) if s.rows == index.rows() => Some(s),
+                _ => continue,
+            },
+            _ => None,
+        };
         let mut stats = ReadStats::default();
-        let mut rows = Vec::new();
+        let mut rows: Vec<Range<u64>> = Vec::new();
         let mut found = true;
         for (lo, hi) in a {
-            match index.rows_between(lo, hi, max_rows, &mut stats).await? {
-                Some(r) if rows.len() + r.len() <= max_rows as usize => rows.extend(r),
-                _ => {
+            let left = max_rows.saturating_sub(rows.iter().map(|r| r.end - r.start).sum());
+            match index.rows_between(lo, hi, left, &mut stats).await? {
+                Some(r) => rows.extend(r),
+                None => {
                     found = false;
                     break;
                 }
@@ -193,24 +257,27 @@ pub async fn prune_by_full_indexes(
         if !found {
             continue;
         }
-        rows.sort_unstable();
+        let rows = merged(rows);
         used = true;
         for (u, k) in units.iter().zip(keep.iter_mut()) {
             let ScanUnit::Rows(r) = &u.unit else {
                 continue;
             };
-            // Rows past the index (written after it) are kept.
-            let holds = r.end > index.rows || {
-                let i = rows.partition_point(|&x| x < r.start);
-                i < rows.len() && rows[i] < r.end
-            };
+            // Rows past the index (written after it) are kept, and blocks with NaN when
+            // the index does not find them.
+            let holds = r.end > index.rows()
+                || overlaps(&rows, r)
+                || nan_blocks.as_ref().is_some_and(|s| {
+                    s.segments_for(r.start, r.end)
+                        .any(|i| s.flags(i) & (FLAG_HAS_NAN | FLAG_ALL_NAN) != 0)
+                });
             *k &= holds;
         }
     }
     if !used {
         return Ok((units, report));
     }
-    report.sources.push("full_index");
+    report.sources.push("index");
     let kept: Vec<ZonedUnit> = units
         .into_iter()
         .zip(keep)

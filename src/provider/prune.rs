@@ -19,7 +19,7 @@
 //! with DataFusion (reported Inexact).
 
 use super::zone_maps::{ZoneMaps, widen};
-use crate::array::full_index::FullIndex;
+use crate::array::full_index::ColumnIndex;
 use crate::array::summary::ColumnSummary;
 use crate::array::table::Table;
 use crate::arrow_reader::reader::ScanUnit;
@@ -45,11 +45,12 @@ pub struct PruneReport {
 }
 
 /// A table's index sidecars, per column (full-schema index), each read once: the
-/// block summaries every index kind keeps, and FULL indexes.
+/// block summaries every index kind keeps, and the indexes that find rows (FULL,
+/// PARTIAL, BUCKET).
 #[derive(Debug, Default)]
 pub struct IndexCache {
     summaries: Mutex<HashMap<usize, Option<Arc<ColumnSummary>>>>,
-    full: Mutex<HashMap<usize, Option<Arc<FullIndex>>>>,
+    indexes: Mutex<HashMap<usize, Option<Arc<ColumnIndex>>>>,
 }
 
 /// The statistics of each unit for the columns a predicate names.
@@ -321,7 +322,7 @@ async fn column_extrema(
 }
 
 /// The SUMMARY sidecar of column `col` of `t`, read once per table provider.
-async fn cached_summary(
+pub(super) async fn cached_summary(
     t: &Table,
     col: usize,
     summaries: &IndexCache,
@@ -344,14 +345,15 @@ async fn cached_summary(
     Ok(s)
 }
 
-/// The FULL index of column `col` of `t`, opened once per table provider.
-pub(super) async fn cached_full_index(
+/// The index of column `col` of `t` that finds rows ([`Table::column_index`]), opened
+/// once per table provider.
+pub(super) async fn cached_column_index(
     t: &Table,
     col: usize,
     cache: &IndexCache,
-) -> crate::Result<Option<Arc<FullIndex>>> {
+) -> crate::Result<Option<Arc<ColumnIndex>>> {
     let loaded = cache
-        .full
+        .indexes
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&col)
@@ -359,9 +361,9 @@ pub(super) async fn cached_full_index(
     if let Some(i) = loaded {
         return Ok(i);
     }
-    let i = t.full_index(col).await?.map(Arc::new);
+    let i = t.column_index(col).await?.map(Arc::new);
     cache
-        .full
+        .indexes
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(col, i.clone());

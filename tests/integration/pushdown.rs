@@ -1493,13 +1493,14 @@ async fn every_index_kind_prunes_with_its_block_summaries() {
     }
 }
 
-/// FULL indexes find the blocks of columns in no order (`r`, a permutation of 0, 3, 6, …;
-/// `q`, floats with NaN of both signs, ±0.0, ±inf and repeated values), where block
-/// summaries prune nothing: a point lookup reads one unit of 16, a value that is not
-/// there none. Random equalities, ranges and lists give the answers of the table with
-/// pruning off.
+/// FULL, BUCKET and PARTIAL indexes find the blocks of columns in no order, where block
+/// summaries prune nothing: FULL `r` (a permutation of 0, 3, 6, …) and `q` (floats with
+/// NaN of both signs, ±0.0, ±inf and repeated values); BUCKET `rb`, `qb` (values stored
+/// with their low bits cleared, rows found by buckets of 4); PARTIAL `rp` (int32), `qp`
+/// (float32). A point lookup reads one unit of 16, a value that is not there none.
+/// Random equalities, ranges and lists give the answers of the table with pruning off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn full_indexes_find_the_blocks_of_unsorted_columns() {
+async fn column_indexes_find_the_blocks_of_unsorted_columns() {
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
     register_pruned_and_plain(&ctx, "ix", "ctable/indexed.b2d").await;
     let pruned_units = |plan: &str| -> usize {
@@ -1507,47 +1508,69 @@ async fn full_indexes_find_the_blocks_of_unsorted_columns() {
         at.and_then(|i| plan[i..].split('/').next()?.parse().ok())
             .unwrap_or(0)
     };
-    for (where_, pruned) in [
-        ("r = 3000", 15),
-        ("r = 3001", 16),
-        ("3000 = r", 15),
-        ("r BETWEEN 2999 AND 3003", 14),
-        ("r IN (0, 3000)", 14),
-        ("r > 11996 AND r < 2000000", 15),
-        ("q = 100.25 AND r >= 0", 0),
-        // −0.0 and 0.0 sorted as equals (NumPy's order), NaN last.
-        ("q = 0.0", 1),
-        ("q > 124.0", 0),
+    let mut cases: Vec<(String, usize)> = Vec::new();
+    // (int column, float column, offset of the ints: r is 3k, rb and rp 3k - 6000)
+    // A BUCKET index finds the values sharing a stored (cleared) form too: 16 / 3 of them.
+    for (r, q, off, fuzz) in [
+        ("r", "q", 0, 0),
+        ("rb", "qb", -6000, 6),
+        ("rp", "qp", -6000, 0),
     ] {
+        let v = |k: i64| k * 3 + off;
+        cases.extend([
+            (format!("{r} = {}", v(1000)), 15 - fuzz),
+            (format!("{r} = {}", v(1000) + 1), 16 - fuzz),
+            (format!("{} = {r}", v(1000)), 15 - fuzz),
+            (
+                format!("{r} BETWEEN {} AND {}", v(1000) - 1, v(1001)),
+                14 - fuzz,
+            ),
+            (format!("{r} IN ({}, {})", v(0), v(1000)), 14 - fuzz),
+            (format!("{r} > {} AND {r} < 2000000", v(3998)), 15 - fuzz),
+            // −0.0 and 0.0 sorted as equals (NumPy's order), NaN last. PARTIAL and
+            // BUCKET indexes do not find NaN rows: the blocks holding one (most here)
+            // are kept.
+            (format!("{q} = 0.0"), usize::from(r == "r")),
+            (format!("{q} > 124.0"), 0),
+        ]);
+    }
+    cases.push(("q = 100.25 AND r >= 0".into(), 0));
+    for (where_, pruned) in &cases {
         let plan = explain(&ctx, &format!("SELECT r FROM ix WHERE {where_}")).await;
         let n = pruned_units(&plan);
         assert!(
-            n >= pruned && plan.contains("full_index"),
+            n >= *pruned && plan.contains("+index"),
             "{where_}: {n} units pruned, want {pruned} or more\n{plan}"
         );
     }
     // Summaries alone prune none of these.
     let plan = explain(&ctx, "SELECT r FROM ix_plain WHERE r = 3000").await;
-    assert!(!plan.contains("full_index"), "{plan}");
+    assert!(!plan.contains("+index"), "{plan}");
     let mut rng = Rng(0x1DE7_0000_0000_0FAB);
     let q_values = [
-        "0.0", "-0.0", "12.25", "-125.0", "124.75", "'NaN'", "'inf'", "'-inf'",
+        "0.0", "-0.0", "12.25", "-125.0", "124.75", "-187.5", "'NaN'", "'inf'", "'-inf'",
     ];
-    for _ in 0..80 {
-        let r = rng.next(4000) as i64 * 3 + rng.next(2) as i64;
-        let q = q_values[rng.next(q_values.len() as u64) as usize];
-        let where_ = match rng.next(7) {
-            0 => format!("r = {r}"),
-            1 => format!("r BETWEEN {r} AND {}", r + rng.next(100) as i64),
-            2 => format!("r IN ({r}, {}, 7)", r / 2),
-            3 => format!("q = CAST({q} AS DOUBLE)"),
-            4 => format!(
-                "q {} CAST({q} AS DOUBLE)",
-                ["<", "<=", ">", ">="][rng.next(4) as usize]
-            ),
-            5 => format!("q IN (CAST({q} AS DOUBLE), 3.5) AND r < {r}"),
-            _ => format!("r < {} AND q >= CAST({q} AS DOUBLE)", rng.next(1000)),
-        };
-        same_count_and_sum(&ctx, "r", ("ix", "ix_plain"), &where_).await;
+    for (r, q, off) in [("r", "q", 0), ("rb", "qb", -6000), ("rp", "qp", -6000)] {
+        for _ in 0..60 {
+            let k = rng.next(4000) as i64 * 3 + rng.next(2) as i64 + off;
+            let x = q_values[rng.next(q_values.len() as u64) as usize];
+            let t = if q == "qp" { "REAL" } else { "DOUBLE" };
+            let where_ = match rng.next(7) {
+                0 => format!("{r} = {k}"),
+                1 => format!("{r} BETWEEN {k} AND {}", k + rng.next(100) as i64),
+                2 => format!("{r} IN ({k}, {}, 7)", k / 2),
+                3 => format!("{q} = CAST({x} AS {t})"),
+                4 => format!(
+                    "{q} {} CAST({x} AS {t})",
+                    ["<", "<=", ">", ">="][rng.next(4) as usize]
+                ),
+                5 => format!("{q} IN (CAST({x} AS {t}), 3.5) AND {r} < {k}"),
+                _ => format!(
+                    "{r} < {} AND {q} >= CAST({x} AS {t})",
+                    rng.next(1000) as i64 + off
+                ),
+            };
+            same_count_and_sum(&ctx, r, ("ix", "ix_plain"), &where_).await;
+        }
     }
 }
