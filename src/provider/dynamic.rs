@@ -145,7 +145,7 @@ impl DynamicPruning {
     }
 
     /// [`Self::prune`], then the units a column's index proves empty
-    /// ([`super::index_lookup`]): for a scan's first pruning, when a file is opened (its
+    /// (`index_lookup.rs`): for a scan's first pruning, when a file is opened (its
     /// lookups read the index; later prunings, as the filters tighten, do not repeat
     /// them).
     ///
