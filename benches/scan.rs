@@ -151,6 +151,13 @@ const QUERIES: &[Query] = &[
         columns: "",
     },
     Query {
+        name: "orders: code = one value (BUCKET index)",
+        sql: "SELECT id, price, code FROM orders_{c} WHERE code = 864199",
+        check: Check::Rows(1),
+        floor: &[],
+        columns: "",
+    },
+    Query {
         name: "grid: sum(value) (full scan, 67 M)",
         sql: "SELECT sum(value) FROM grid_{c}",
         check: Check::Same,

@@ -16,8 +16,9 @@ each data set twice: with the defaults (ZSTD, shuffle) and with LZ4 (shuffle):
                            column (int32 codes + a BatchArray of the 2,000 names) `name` and
                            as a vlstring column (BatchArray of msgpack strings) `text`
     orders-{zstd,lz4}.b2d  CTable of 10,000,000 rows: id int64 (0, 7, 14, … in random
-                           order) with a FULL index, price float64, qty int32; default
-                           chunking
+                           order) with a FULL index, price float64, qty int32, code int64
+                           (another such permutation) with a BUCKET index (the default
+                           kind); default chunking
     parts-{zstd,lz4}/      the walk again as 200 files part-000.b2nd … part-199.b2nd of
                            50,000 values each (chunks of 10,000): a table of many small
                            files
@@ -42,6 +43,7 @@ class Order:
     id: int = blosc2.field(blosc2.int64())
     price: float = blosc2.field(blosc2.float64())
     qty: int = blosc2.field(blosc2.int32())
+    code: int = blosc2.field(blosc2.int64())
 
 
 @dataclass
@@ -118,12 +120,14 @@ def main(out):
             t.extend(ticks)
             t.close()
         p = os.path.join(out, f"orders-{name}.b2d")
-        if not os.path.exists(os.path.join(p, "_meta.b2f")):
+        if not os.path.exists(os.path.join(p, "_indexes", "code")):
             o = np.random.default_rng(7)
             t = blosc2.CTable(Order, urlpath=p, mode="w", expected_size=N, cparams=cparams)
             t.extend({"id": o.permutation(N).astype("<i8") * 7, "price": o.normal(100, 20, N),
-                      "qty": o.integers(1, 1000, N).astype("<i4")})
+                      "qty": o.integers(1, 1000, N).astype("<i4"),
+                      "code": o.permutation(N).astype("<i8") * 7})
             t.create_index("id", kind=blosc2.IndexKind.FULL)
+            t.create_index("code")
             t.close()
         p = os.path.join(out, f"grid-{name}.b2nd")
         if not os.path.exists(p):
