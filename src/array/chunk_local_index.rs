@@ -16,7 +16,9 @@
 //! are not found here: a caller keeps them by the block summaries' NaN flags.
 
 use super::dtype::DType;
-use super::full_index::{IndexKey, KeyType};
+use super::index_sidecars::{
+    IndexKey, KeyType, above, below, current_descriptor, nav_records, open_sidecar, sidecar_path,
+};
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
 use crate::error::Result;
@@ -66,15 +68,11 @@ impl ChunkLocalIndex {
         name: &str,
         elem: &DType,
     ) -> Result<Option<ChunkLocalIndex>> {
-        let Some(d) = catalog.get(name) else {
+        let Some(d) = current_descriptor(catalog, value_epoch, name) else {
             return Ok(None);
         };
         let kind = d.get("kind").and_then(Json::as_str).unwrap_or("");
-        let built = d.get("built_value_epoch").and_then(Json::as_i64);
-        if !matches!(kind, "partial" | "bucket")
-            || d.get("stale").and_then(Json::as_bool) != Some(false)
-            || (value_epoch.is_some() && built != value_epoch)
-        {
+        if !matches!(kind, "partial" | "bucket") {
             return Ok(None);
         }
         let Some(key) = KeyType::of(elem) else {
@@ -87,11 +85,7 @@ impl ChunkLocalIndex {
             return Ok(None);
         };
         let num = |k: &str| b.get(k).and_then(Json::as_u64).filter(|&n| n > 0);
-        let path = |k: &str| {
-            b.get(k)
-                .and_then(Json::as_str)
-                .filter(|p| !p.contains(".."))
-        };
+        let path = |k: &str| sidecar_path(b, k);
         let positions_key = match kind {
             "partial" => "positions_path",
             _ => "bucket_positions_path",
@@ -126,25 +120,15 @@ impl ChunkLocalIndex {
         if lossy_bits >= 8 * key.size() as u64 || per_chunk > 1 << 20 {
             return Ok(None);
         }
-        let open = |rel: &str| {
-            let rel = rel.to_string();
-            async move {
-                match store.open_frame(&rel).await? {
-                    Some(f) => NdArray::from_frame(f, None).map(Some),
-                    None => Ok(None),
-                }
-            }
-        };
         let (Some(values), Some(positions), Some(offsets), Some(nav)) = (
-            open(values).await?,
-            open(positions).await?,
-            open(offsets).await?,
-            open(l2).await?,
+            open_sidecar(store, values).await?,
+            open_sidecar(store, positions).await?,
+            open_sidecar(store, offsets).await?,
+            open_sidecar(store, l2).await?,
         ) else {
             return Ok(None);
         };
-        let one_d = |a: &NdArray| a.geometry.ndim() == 1;
-        if ![&values, &positions, &offsets, &nav].into_iter().all(one_d) || values.dtype != *elem {
+        if values.dtype != *elem {
             return Ok(None);
         }
         let rows = values.geometry.shape[0];
@@ -190,27 +174,12 @@ impl ChunkLocalIndex {
                 }),
             _ => false,
         };
-        let DType::Struct(fields) = &nav.dtype else {
-            return Ok(None);
-        };
-        let field = |n: &str| {
-            fields
-                .iter()
-                .find(|f| f.name == n && f.shape.is_empty() && f.dtype == *elem)
-        };
-        let (Some(start), Some(end)) = (field("start"), field("end")) else {
-            return Ok(None);
-        };
         if !offsets_ok || nav.geometry.shape[0] != nchunks * per_chunk {
             return Ok(None);
         }
-        let records = nav.read_all().await?;
-        let size = nav.itemsize();
-        let at = |r: &[u8], off: usize| key.key(&r[off..off + key.size()]);
-        let nav: Vec<(IndexKey, IndexKey)> = records
-            .chunks_exact(size)
-            .map(|r| (at(r, start.offset), at(r, end.offset)))
-            .collect();
+        let Some(nav) = nav_records(&nav, elem, key).await? else {
+            return Ok(None);
+        };
         Ok(Some(ChunkLocalIndex {
             values,
             positions,
@@ -291,16 +260,7 @@ impl ChunkLocalIndex {
         max_rows: u64,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<Range<u64>>>> {
-        let below = |k: &IndexKey, lo: &Bound<IndexKey>| match lo {
-            Bound::Included(b) => k.order(b) == Ordering::Less,
-            Bound::Excluded(b) => k.order(b) != Ordering::Greater,
-            Bound::Unbounded => false,
-        };
-        let above_hi = |k: &IndexKey| match &hi {
-            Bound::Included(b) => k.order(b) == Ordering::Greater,
-            Bound::Excluded(b) => k.order(b) != Ordering::Less,
-            Bound::Unbounded => false,
-        };
+        let above_hi = |k: &IndexKey| above(k, &hi);
         // The stored values are searched from the lower bound as stored.
         let stored_lo = match lo {
             Bound::Included(k) | Bound::Excluded(k) => {

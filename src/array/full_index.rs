@@ -16,103 +16,16 @@
 
 use super::chunk_local_index::ChunkLocalIndex;
 use super::dtype::{DType, Endian};
+pub use super::index_sidecars::IndexKey;
+use super::index_sidecars::{
+    KeyType, above, below, current_descriptor, nav_records, open_sidecar, sidecar_path,
+};
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
 use crate::error::Result;
 use serde_json::Value as Json;
 use std::cmp::Ordering;
 use std::ops::Bound;
-
-/// A value of an indexed column, as the index orders it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum IndexKey {
-    /// Any integer column.
-    Int(i128),
-    /// A float column: NaN orders after every number, −0.0 equals 0.0.
-    Float(f64),
-}
-
-impl IndexKey {
-    /// The index's order (keys of one column are of one kind; an integer against a float
-    /// compares as floats).
-    pub fn order(&self, other: &IndexKey) -> Ordering {
-        let float = |k: &IndexKey| match *k {
-            IndexKey::Int(i) => i as f64,
-            IndexKey::Float(f) if f.is_nan() => f64::NAN,
-            // Matches −0.0 too (float patterns compare with `==`).
-            IndexKey::Float(0.0) => 0.0,
-            IndexKey::Float(f) => f,
-        };
-        match (self, other) {
-            (IndexKey::Int(a), IndexKey::Int(b)) => a.cmp(b),
-            _ => float(self).total_cmp(&float(other)),
-        }
-    }
-
-    /// True for a float NaN.
-    pub fn is_nan(&self) -> bool {
-        matches!(self, IndexKey::Float(f) if f.is_nan())
-    }
-}
-
-/// How the elements of an indexed column read as keys.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum KeyType {
-    Int { bytes: usize, signed: bool },
-    Float { bytes: usize },
-}
-
-impl KeyType {
-    pub(crate) fn of(d: &DType) -> Option<KeyType> {
-        match *d {
-            DType::Int {
-                bytes,
-                signed,
-                endian: Endian::Little,
-            } => Some(KeyType::Int {
-                bytes: bytes as usize,
-                signed,
-            }),
-            DType::Float {
-                bytes: bytes @ (4 | 8),
-                endian: Endian::Little,
-            } => Some(KeyType::Float {
-                bytes: bytes as usize,
-            }),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn size(&self) -> usize {
-        match *self {
-            KeyType::Int { bytes, .. } | KeyType::Float { bytes } => bytes,
-        }
-    }
-
-    /// The key of the element in `b` (exactly [`Self::size`] bytes).
-    pub(crate) fn key(&self, b: &[u8]) -> IndexKey {
-        match *self {
-            KeyType::Int { bytes, signed } => {
-                let mut le = [0u8; 16];
-                le[..bytes].copy_from_slice(&b[..bytes]);
-                if signed && b[bytes - 1] & 0x80 != 0 {
-                    le[bytes..].fill(0xff);
-                }
-                IndexKey::Int(i128::from_le_bytes(le))
-            }
-            KeyType::Float { bytes: 4 } => {
-                IndexKey::Float(f32::from_le_bytes(b[..4].try_into().expect("4 bytes")) as f64)
-            }
-            KeyType::Float { .. } => {
-                IndexKey::Float(f64::from_le_bytes(b[..8].try_into().expect("8 bytes")))
-            }
-        }
-    }
-
-    pub(crate) fn keys(&self, b: &[u8]) -> Vec<IndexKey> {
-        b.chunks_exact(self.size()).map(|e| self.key(e)).collect()
-    }
-}
 
 /// The opened FULL index of one column.
 #[derive(Debug)]
@@ -145,48 +58,27 @@ impl FullIndex {
         name: &str,
         elem: &DType,
     ) -> Result<Option<FullIndex>> {
-        let Some(d) = catalog.get(name) else {
+        let Some(d) = current_descriptor(catalog, value_epoch, name)
+            .filter(|d| d.get("kind").and_then(Json::as_str) == Some("full"))
+        else {
             return Ok(None);
         };
-        let built = d.get("built_value_epoch").and_then(Json::as_i64);
-        if d.get("kind").and_then(Json::as_str) != Some("full")
-            || d.get("stale").and_then(Json::as_bool) != Some(false)
-            || (value_epoch.is_some() && built != value_epoch)
-        {
-            return Ok(None);
-        }
-        let Some(key) = KeyType::of(elem) else {
+        let (Some(key), Some(full)) = (KeyType::of(elem), d.get("full")) else {
             return Ok(None);
         };
-        let full = d.get("full");
-        let path = |k: &str| {
-            full.and_then(|f| f.get(k))
-                .and_then(Json::as_str)
-                .filter(|p| !p.contains(".."))
-        };
+        let path = |k: &str| sidecar_path(full, k);
         let (Some(values), Some(positions), Some(l2)) =
             (path("values_path"), path("positions_path"), path("l2_path"))
         else {
             return Ok(None);
         };
-        let open = |rel: &str| {
-            let rel = rel.to_string();
-            async move {
-                match store.open_frame(&rel).await? {
-                    Some(f) => NdArray::from_frame(f, None).map(Some),
-                    None => Ok(None),
-                }
-            }
-        };
-        let (Some(values), Some(positions), Some(nav)) =
-            (open(values).await?, open(positions).await?, open(l2).await?)
-        else {
+        let (Some(values), Some(positions), Some(nav)) = (
+            open_sidecar(store, values).await?,
+            open_sidecar(store, positions).await?,
+            open_sidecar(store, l2).await?,
+        ) else {
             return Ok(None);
         };
-        let one_d = |a: &NdArray| a.geometry.ndim() == 1;
-        if !one_d(&values) || !one_d(&positions) || !one_d(&nav) || values.dtype != *elem {
-            return Ok(None);
-        }
         let rows = values.geometry.shape[0];
         let int64 = DType::Int {
             bytes: 8,
@@ -194,30 +86,17 @@ impl FullIndex {
             endian: Endian::Little,
         };
         let block_len = values.geometry.blockshape[0];
-        if positions.dtype != int64 || positions.geometry.shape[0] != rows || block_len == 0 {
+        if values.dtype != *elem
+            || positions.dtype != int64
+            || positions.geometry.shape[0] != rows
+            || block_len == 0
+            || nav.geometry.shape[0] != rows.div_ceil(block_len)
+        {
             return Ok(None);
         }
-        let DType::Struct(fields) = &nav.dtype else {
+        let Some(blocks) = nav_records(&nav, elem, key).await? else {
             return Ok(None);
         };
-        let field = |n: &str| {
-            fields
-                .iter()
-                .find(|f| f.name == n && f.shape.is_empty() && f.dtype == *elem)
-        };
-        let (Some(start), Some(end)) = (field("start"), field("end")) else {
-            return Ok(None);
-        };
-        if nav.geometry.shape[0] != rows.div_ceil(block_len) {
-            return Ok(None);
-        }
-        let records = nav.read_all().await?;
-        let size = nav.itemsize();
-        let at = |r: &[u8], off: usize| key.key(&r[off..off + key.size()]);
-        let blocks: Vec<(IndexKey, IndexKey)> = records
-            .chunks_exact(size)
-            .map(|r| (at(r, start.offset), at(r, end.offset)))
-            .collect();
         let sorted = blocks.windows(2).all(|w| {
             w[0].0.order(&w[0].1) != Ordering::Greater && w[0].1.order(&w[1].0) != Ordering::Greater
         });
@@ -249,16 +128,8 @@ impl FullIndex {
         max_rows: u64,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<u64>>> {
-        let below_lo = |k: &IndexKey| match &lo {
-            Bound::Included(b) => k.order(b) == Ordering::Less,
-            Bound::Excluded(b) => k.order(b) != Ordering::Greater,
-            Bound::Unbounded => false,
-        };
-        let above_hi = |k: &IndexKey| match &hi {
-            Bound::Included(b) => k.order(b) == Ordering::Greater,
-            Bound::Excluded(b) => k.order(b) != Ordering::Less,
-            Bound::Unbounded => false,
-        };
+        let below_lo = |k: &IndexKey| below(k, &lo);
+        let above_hi = |k: &IndexKey| above(k, &hi);
         // Blocks of sorted values that may hold keys in the range, and those that may
         // hold NaN.
         let first = self.blocks.partition_point(|(_, end)| below_lo(end));
@@ -356,43 +227,5 @@ impl ColumnIndex {
                 .map(|rows| rows.into_iter().map(|r| r..r + 1).collect())),
             ColumnIndex::ChunkLocal(i) => i.rows_between(lo, hi, max_rows, stats).await,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_order_as_numpy_sorts() {
-        let f = IndexKey::Float;
-        let mut v = [
-            f(f64::NAN),
-            f(1.0),
-            f(-0.0),
-            f(f64::NEG_INFINITY),
-            f(0.0),
-            f(-f64::NAN),
-        ];
-        v.sort_by(IndexKey::order);
-        assert_eq!(v[0], f(f64::NEG_INFINITY));
-        assert_eq!(v[1].order(&f(0.0)), Ordering::Equal);
-        assert_eq!(v[2].order(&f(-0.0)), Ordering::Equal);
-        assert_eq!(v[3], f(1.0));
-        assert!(v[4].is_nan() && v[5].is_nan());
-        let t = KeyType::Int {
-            bytes: 2,
-            signed: true,
-        };
-        assert_eq!(t.key(&(-5i16).to_le_bytes()), IndexKey::Int(-5));
-        let u = KeyType::Int {
-            bytes: 8,
-            signed: false,
-        };
-        assert_eq!(
-            u.key(&u64::MAX.to_le_bytes()),
-            IndexKey::Int(u64::MAX as i128)
-        );
-        assert_eq!(IndexKey::Int(3).order(&f(2.5)), Ordering::Greater);
     }
 }

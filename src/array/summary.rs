@@ -13,6 +13,7 @@
 //! table's, is not used.
 
 use super::dtype::DType;
+use super::index_sidecars::current_descriptor;
 use super::ndarray::NdArray;
 use crate::container::store::StoreRoot;
 use crate::error::{Error, Result};
@@ -79,16 +80,10 @@ impl ColumnSummary {
         name: &str,
         elem: &DType,
     ) -> Result<Option<ColumnSummary>> {
-        let Some(d) = catalog.get(name) else {
+        // Every index kind (summary, bucket, partial, full, opsi) keeps this level.
+        let Some(d) = current_descriptor(catalog, value_epoch, name) else {
             return Ok(None);
         };
-        let built = d.get("built_value_epoch").and_then(Json::as_i64);
-        // Every index kind (summary, bucket, partial, full, opsi) keeps this level.
-        if d.get("stale").and_then(Json::as_bool) != Some(false)
-            || (value_epoch.is_some() && built != value_epoch)
-        {
-            return Ok(None);
-        }
         let Some(level) = d.get("levels").and_then(|l| l.get("block")) else {
             return Ok(None);
         };

@@ -12,7 +12,7 @@
 //! The filters stay with the operators that sent them (reported not pushed down): a kept
 //! unit's rows are still filtered there, so skipping only ever saves work.
 
-use super::index_lookup::prune_by_full_indexes;
+use super::index_lookup::prune_by_column_indexes;
 use super::prune::{IndexCache, PruneReport, prune_units};
 use super::zone_maps::ZoneMaps;
 use crate::array::ndarray::ReadStats;
@@ -159,7 +159,7 @@ impl DynamicPruning {
         let Some(predicate) = self.snapshot()?.predicate else {
             return Ok((units, report));
         };
-        prune_by_full_indexes(
+        prune_by_column_indexes(
             &self.ds,
             &self.stored,
             units,

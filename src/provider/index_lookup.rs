@@ -12,7 +12,7 @@
 //! above every number depending on their sign, are kept (found by a FULL index; for the
 //! others, the blocks the summaries flag holding a NaN). The filter stays with DataFusion.
 
-use super::prune::{IndexCache, PruneReport, cached_column_index, cached_summary};
+use super::prune::{IndexCache, PruneReport, cached_column_index, cached_summary, kept_units};
 use crate::array::full_index::IndexKey;
 use crate::array::ndarray::ReadStats;
 use crate::array::summary::{FLAG_ALL_NAN, FLAG_HAS_NAN};
@@ -202,7 +202,7 @@ fn overlaps(ranges: &[Range<u64>], r: &Range<u64>) -> bool {
 ///
 /// # Errors
 /// Reading an index.
-pub async fn prune_by_full_indexes(
+pub async fn prune_by_column_indexes(
     ds: &Dataset,
     schema: &Schema,
     units: Vec<ZonedUnit>,
@@ -278,11 +278,5 @@ pub async fn prune_by_full_indexes(
         return Ok((units, report));
     }
     report.sources.push("index");
-    let kept: Vec<ZonedUnit> = units
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(u, k)| k.then_some(u))
-        .collect();
-    report.units_pruned = report.units_before - kept.len();
-    Ok((kept, report))
+    Ok(kept_units(units, &keep, report))
 }

@@ -218,13 +218,22 @@ pub async fn prune_units(
         return Ok((units, report));
     }
     let keep = predicate.prune(&stats)?;
+    Ok(kept_units(units, &keep, report))
+}
+
+/// The units whose `keep` is true, and `report` counting the others as pruned.
+pub(super) fn kept_units(
+    units: Vec<ZonedUnit>,
+    keep: &[bool],
+    mut report: PruneReport,
+) -> (Vec<ZonedUnit>, PruneReport) {
     let kept: Vec<ZonedUnit> = units
         .into_iter()
         .zip(keep)
-        .filter_map(|(u, k)| k.then_some(u))
+        .filter_map(|(u, &k)| k.then_some(u))
         .collect();
     report.units_pruned = report.units_before - kept.len();
-    Ok((kept, report))
+    (kept, report)
 }
 
 async fn column_extrema(
@@ -321,28 +330,33 @@ async fn column_extrema(
     Ok(out)
 }
 
-/// The SUMMARY sidecar of column `col` of `t`, read once per table provider.
+/// Column `col`'s entry of `map`, loaded by `load` the first time (two loads racing
+/// both load; the second's is kept).
+async fn cached<T, F>(
+    map: &Mutex<HashMap<usize, Option<Arc<T>>>>,
+    col: usize,
+    load: F,
+) -> crate::Result<Option<Arc<T>>>
+where
+    F: std::future::Future<Output = crate::Result<Option<T>>>,
+{
+    let lock = || map.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = lock().get(&col).cloned() {
+        return Ok(v);
+    }
+    let v = load.await?.map(Arc::new);
+    lock().insert(col, v.clone());
+    Ok(v)
+}
+
+/// The block summaries of column `col` of `t` ([`Table::summary`]), read once per table
+/// provider.
 pub(super) async fn cached_summary(
     t: &Table,
     col: usize,
-    summaries: &IndexCache,
+    cache: &IndexCache,
 ) -> crate::Result<Option<Arc<ColumnSummary>>> {
-    let loaded = summaries
-        .summaries
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&col)
-        .cloned();
-    if let Some(s) = loaded {
-        return Ok(s);
-    }
-    let s = t.summary(col).await?.map(Arc::new);
-    summaries
-        .summaries
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(col, s.clone());
-    Ok(s)
+    cached(&cache.summaries, col, t.summary(col)).await
 }
 
 /// The index of column `col` of `t` that finds rows ([`Table::column_index`]), opened
@@ -352,22 +366,7 @@ pub(super) async fn cached_column_index(
     col: usize,
     cache: &IndexCache,
 ) -> crate::Result<Option<Arc<ColumnIndex>>> {
-    let loaded = cache
-        .indexes
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&col)
-        .cloned();
-    if let Some(i) = loaded {
-        return Ok(i);
-    }
-    let i = t.column_index(col).await?.map(Arc::new);
-    cache
-        .indexes
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(col, i.clone());
-    Ok(i)
+    cached(&cache.indexes, col, t.column_index(col)).await
 }
 
 /// The exact minimum and maximum of column `col` (`schema`'s field) of `t`, from its

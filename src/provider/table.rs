@@ -8,7 +8,7 @@
 
 use super::computed::{ComputedColumns, full_schema};
 use super::exec::Blosc2Exec;
-use super::index_lookup::prune_by_full_indexes;
+use super::index_lookup::prune_by_column_indexes;
 use super::prune::{IndexCache, PruneReport, exact_extrema, prune_units};
 use super::pushdown;
 use super::text_filters::logical_text_matches;
@@ -366,7 +366,7 @@ impl Blosc2Table {
                     &self.summaries,
                 )
                 .await?;
-                prune_by_full_indexes(
+                prune_by_column_indexes(
                     &self.ds,
                     &self.stored,
                     units,

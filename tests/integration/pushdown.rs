@@ -178,6 +178,13 @@ async fn random_dim_ranges_match_brute_force() {
     }
 }
 
+/// The units `value_pruning=pruned N/M` says an `EXPLAIN` plan pruned (0 when none).
+fn units_pruned(plan: &str) -> usize {
+    let at = plan.find("value_pruning=pruned ").map(|i| i + 21);
+    at.and_then(|i| plan[i..].split('/').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Random value-range predicates (plus sometimes a dim range) with value pruning on:
 /// arrays against brute force (value = 2 * flat + 1), the events CTable against the same
 /// table opened with pruning off. Zone maps fill in as queries run, so later queries
@@ -1219,11 +1226,6 @@ async fn zone_maps_count_nulls() {
         .iter()
         .map(|v| v.as_str())
         .collect();
-    let pruned_units = |plan: &str| -> usize {
-        let at = plan.find("value_pruning=pruned ").map(|i| i + 21);
-        at.and_then(|i| plan[i..].split('/').next()?.parse().ok())
-            .unwrap_or(0)
-    };
     let ints = |sql: String| {
         let ctx = ctx.clone();
         async move { int_rows(&ctx.sql(&sql).await.unwrap().collect().await.unwrap()) }
@@ -1232,9 +1234,9 @@ async fn zone_maps_count_nulls() {
     // Before any scan, only `x`'s SUMMARY sidecar knows of its nulls: it flags block 1
     // all null, which `x IS NOT NULL` skips; `x IS NULL` skips nothing yet.
     let plan = explain(&ctx, "SELECT id FROM sn WHERE x IS NULL").await;
-    assert_eq!(pruned_units(&plan), 0, "{plan}");
+    assert_eq!(units_pruned(&plan), 0, "{plan}");
     let plan = explain(&ctx, "SELECT id FROM sn WHERE x IS NOT NULL").await;
-    assert_eq!(pruned_units(&plan), 1, "{plan}");
+    assert_eq!(units_pruned(&plan), 1, "{plan}");
     assert!(plan.contains("(summary)"), "{plan}");
     // A full scan maps every zone of every column.
     let all = ctx
@@ -1261,11 +1263,11 @@ async fn zone_maps_count_nulls() {
             assert_eq!(got, expect, "{c}, {t}");
         }
         let plan = explain(&ctx, &format!("SELECT id FROM sn WHERE {c} IS NULL")).await;
-        assert_eq!(pruned_units(&plan), pruned, "{plan}");
+        assert_eq!(units_pruned(&plan), pruned, "{plan}");
     }
     // `x IS NOT NULL` skips the zone of nulls alone.
     let plan = explain(&ctx, "SELECT id FROM sn WHERE x IS NOT NULL").await;
-    assert_eq!(pruned_units(&plan), 1, "{plan}");
+    assert_eq!(units_pruned(&plan), 1, "{plan}");
 
     // `count(x)`, `count(name)`: from the statistics, no scan.
     let sql = "SELECT count(x), count(name), count(y) FROM sn";
@@ -1435,11 +1437,6 @@ async fn every_index_kind_prunes_with_its_block_summaries() {
     use datafusion::arrow::array::Float64Array;
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
     register_pruned_and_plain(&ctx, "ix", "ctable/indexed.b2d").await;
-    let pruned_units = |plan: &str| -> usize {
-        let at = plan.find("value_pruning=pruned ").map(|i| i + 21);
-        at.and_then(|i| plan[i..].split('/').next()?.parse().ok())
-            .unwrap_or(0)
-    };
     // 16 blocks of 250 rows; each range falls in a few blocks.
     let cases = [
         ("a", "a BETWEEN 990000 AND 1000100"),
@@ -1451,7 +1448,7 @@ async fn every_index_kind_prunes_with_its_block_summaries() {
     // Before any scan (no zone map yet): the summaries alone.
     for (col, where_) in cases {
         let plan = explain(&ctx, &format!("SELECT {col} FROM ix WHERE {where_}")).await;
-        let n = pruned_units(&plan);
+        let n = units_pruned(&plan);
         assert!(
             n >= 10 && plan.contains("units (summary"),
             "{where_}: {n} units pruned\n{plan}"
@@ -1476,7 +1473,7 @@ async fn every_index_kind_prunes_with_its_block_summaries() {
         assert_eq!(answers[0], answers[1], "{where_}");
     }
     let plan = explain(&ctx, "SELECT w FROM ix WHERE w = 'w0001'").await;
-    assert_eq!(pruned_units(&plan), 0, "{plan}");
+    assert_eq!(units_pruned(&plan), 0, "{plan}");
     for col in ["a", "d"] {
         let sql = format!("SELECT min({col}), max({col}) FROM ix");
         let plan = explain(&ctx, &sql).await;
@@ -1503,11 +1500,6 @@ async fn every_index_kind_prunes_with_its_block_summaries() {
 async fn column_indexes_find_the_blocks_of_unsorted_columns() {
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
     register_pruned_and_plain(&ctx, "ix", "ctable/indexed.b2d").await;
-    let pruned_units = |plan: &str| -> usize {
-        let at = plan.find("value_pruning=pruned ").map(|i| i + 21);
-        at.and_then(|i| plan[i..].split('/').next()?.parse().ok())
-            .unwrap_or(0)
-    };
     let mut cases: Vec<(String, usize)> = Vec::new();
     // (int column, float column, offset of the ints: r is 3k, rb and rp 3k - 6000)
     // A BUCKET index finds the values sharing a stored (cleared) form too: 16 / 3 of them.
@@ -1537,7 +1529,7 @@ async fn column_indexes_find_the_blocks_of_unsorted_columns() {
     cases.push(("q = 100.25 AND r >= 0".into(), 0));
     for (where_, pruned) in &cases {
         let plan = explain(&ctx, &format!("SELECT r FROM ix WHERE {where_}")).await;
-        let n = pruned_units(&plan);
+        let n = units_pruned(&plan);
         assert!(
             n >= *pruned && plan.contains("+index"),
             "{where_}: {n} units pruned, want {pruned} or more\n{plan}"

@@ -1,0 +1,224 @@
+//! What python-blosc2's index sidecars share: the column descriptors of the
+//! `index_catalog` vlmeta (current or not), the sidecar frames (1-D arrays inside the
+//! table's store), the navigation records `{start, end}` of sorted values, and the
+//! order the indexes sort values in ([`IndexKey`]).
+
+use super::dtype::{DType, Endian};
+use super::ndarray::NdArray;
+use crate::container::store::StoreRoot;
+use crate::error::Result;
+use serde_json::Value as Json;
+use std::cmp::Ordering;
+use std::ops::Bound;
+
+/// The catalog's descriptor of column `name` when it is current: not stale, and built
+/// at the table's `value_epoch` (when the table records one).
+pub(crate) fn current_descriptor<'a>(
+    catalog: &'a Json,
+    value_epoch: Option<i64>,
+    name: &str,
+) -> Option<&'a Json> {
+    let d = catalog.get(name)?;
+    let built = d.get("built_value_epoch").and_then(Json::as_i64);
+    let current = d.get("stale").and_then(Json::as_bool) == Some(false)
+        && (value_epoch.is_none() || built == value_epoch);
+    current.then_some(d)
+}
+
+/// The sidecar path under `key` of a descriptor's part (`None` when absent, or when it
+/// would leave the table's store).
+pub(crate) fn sidecar_path<'a>(part: &'a Json, key: &str) -> Option<&'a str> {
+    part.get(key)
+        .and_then(Json::as_str)
+        .filter(|p| !p.contains(".."))
+}
+
+/// The sidecar frame at `rel` in `store` as a 1-D array; `None` when it is absent or
+/// not 1-D.
+///
+/// # Errors
+/// IO errors and unreadable frames.
+pub(crate) async fn open_sidecar(store: &StoreRoot, rel: &str) -> Result<Option<NdArray>> {
+    Ok(match store.open_frame(rel).await? {
+        Some(f) => Some(NdArray::from_frame(f, None)?).filter(|a| a.geometry.ndim() == 1),
+        None => None,
+    })
+}
+
+/// The `{start, end}` records of navigation sidecar `nav`, whose fields are of the
+/// column's type `elem` (read as `key`); `None` when its records are other.
+///
+/// # Errors
+/// IO and decoding errors.
+pub(crate) async fn nav_records(
+    nav: &NdArray,
+    elem: &DType,
+    key: KeyType,
+) -> Result<Option<Vec<(IndexKey, IndexKey)>>> {
+    let DType::Struct(fields) = &nav.dtype else {
+        return Ok(None);
+    };
+    let field = |n: &str| {
+        fields
+            .iter()
+            .find(|f| f.name == n && f.shape.is_empty() && f.dtype == *elem)
+    };
+    let (Some(start), Some(end)) = (field("start"), field("end")) else {
+        return Ok(None);
+    };
+    let records = nav.read_all().await?;
+    let at = |r: &[u8], off: usize| key.key(&r[off..off + key.size()]);
+    Ok(Some(
+        records
+            .chunks_exact(nav.itemsize())
+            .map(|r| (at(r, start.offset), at(r, end.offset)))
+            .collect(),
+    ))
+}
+
+/// Whether `k` lies below the lower bound `lo` in the index's order.
+pub(crate) fn below(k: &IndexKey, lo: &Bound<IndexKey>) -> bool {
+    match lo {
+        Bound::Included(b) => k.order(b) == Ordering::Less,
+        Bound::Excluded(b) => k.order(b) != Ordering::Greater,
+        Bound::Unbounded => false,
+    }
+}
+
+/// Whether `k` lies above the upper bound `hi` in the index's order.
+pub(crate) fn above(k: &IndexKey, hi: &Bound<IndexKey>) -> bool {
+    match hi {
+        Bound::Included(b) => k.order(b) == Ordering::Greater,
+        Bound::Excluded(b) => k.order(b) != Ordering::Less,
+        Bound::Unbounded => false,
+    }
+}
+
+/// A value of an indexed column, as the index orders it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum IndexKey {
+    /// Any integer column.
+    Int(i128),
+    /// A float column: NaN orders after every number, −0.0 equals 0.0.
+    Float(f64),
+}
+
+impl IndexKey {
+    /// The index's order (keys of one column are of one kind; an integer against a float
+    /// compares as floats).
+    pub fn order(&self, other: &IndexKey) -> Ordering {
+        let float = |k: &IndexKey| match *k {
+            IndexKey::Int(i) => i as f64,
+            IndexKey::Float(f) if f.is_nan() => f64::NAN,
+            // Matches −0.0 too (float patterns compare with `==`).
+            IndexKey::Float(0.0) => 0.0,
+            IndexKey::Float(f) => f,
+        };
+        match (self, other) {
+            (IndexKey::Int(a), IndexKey::Int(b)) => a.cmp(b),
+            _ => float(self).total_cmp(&float(other)),
+        }
+    }
+
+    /// True for a float NaN.
+    pub fn is_nan(&self) -> bool {
+        matches!(self, IndexKey::Float(f) if f.is_nan())
+    }
+}
+
+/// How the elements of an indexed column read as keys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KeyType {
+    Int { bytes: usize, signed: bool },
+    Float { bytes: usize },
+}
+
+impl KeyType {
+    pub(crate) fn of(d: &DType) -> Option<KeyType> {
+        match *d {
+            DType::Int {
+                bytes,
+                signed,
+                endian: Endian::Little,
+            } => Some(KeyType::Int {
+                bytes: bytes as usize,
+                signed,
+            }),
+            DType::Float {
+                bytes: bytes @ (4 | 8),
+                endian: Endian::Little,
+            } => Some(KeyType::Float {
+                bytes: bytes as usize,
+            }),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        match *self {
+            KeyType::Int { bytes, .. } | KeyType::Float { bytes } => bytes,
+        }
+    }
+
+    /// The key of the element in `b` (exactly [`Self::size`] bytes).
+    pub(crate) fn key(&self, b: &[u8]) -> IndexKey {
+        match *self {
+            KeyType::Int { bytes, signed } => {
+                let mut le = [0u8; 16];
+                le[..bytes].copy_from_slice(&b[..bytes]);
+                if signed && b[bytes - 1] & 0x80 != 0 {
+                    le[bytes..].fill(0xff);
+                }
+                IndexKey::Int(i128::from_le_bytes(le))
+            }
+            KeyType::Float { bytes: 4 } => {
+                IndexKey::Float(f32::from_le_bytes(b[..4].try_into().expect("4 bytes")) as f64)
+            }
+            KeyType::Float { .. } => {
+                IndexKey::Float(f64::from_le_bytes(b[..8].try_into().expect("8 bytes")))
+            }
+        }
+    }
+
+    pub(crate) fn keys(&self, b: &[u8]) -> Vec<IndexKey> {
+        b.chunks_exact(self.size()).map(|e| self.key(e)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_order_as_numpy_sorts() {
+        let f = IndexKey::Float;
+        let mut v = [
+            f(f64::NAN),
+            f(1.0),
+            f(-0.0),
+            f(f64::NEG_INFINITY),
+            f(0.0),
+            f(-f64::NAN),
+        ];
+        v.sort_by(IndexKey::order);
+        assert_eq!(v[0], f(f64::NEG_INFINITY));
+        assert_eq!(v[1].order(&f(0.0)), Ordering::Equal);
+        assert_eq!(v[2].order(&f(-0.0)), Ordering::Equal);
+        assert_eq!(v[3], f(1.0));
+        assert!(v[4].is_nan() && v[5].is_nan());
+        let t = KeyType::Int {
+            bytes: 2,
+            signed: true,
+        };
+        assert_eq!(t.key(&(-5i16).to_le_bytes()), IndexKey::Int(-5));
+        let u = KeyType::Int {
+            bytes: 8,
+            signed: false,
+        };
+        assert_eq!(
+            u.key(&u64::MAX.to_le_bytes()),
+            IndexKey::Int(u64::MAX as i128)
+        );
+        assert_eq!(IndexKey::Int(3).order(&f(2.5)), Ordering::Greater);
+    }
+}
