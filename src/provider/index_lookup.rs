@@ -28,6 +28,9 @@ use std::collections::BTreeMap;
 use std::ops::{Bound, Range};
 use std::sync::Arc;
 
+/// Ranges of one column looked up at most (`x IN (…)` of more values is not).
+const MAX_LOOKUPS: usize = 64;
+
 /// What a filter allows one column: any of these ranges (`x = 1 OR x = 7` is two).
 type Allowed = Vec<(Bound<IndexKey>, Bound<IndexKey>)>;
 
@@ -224,6 +227,10 @@ pub async fn prune_by_column_indexes(
         };
         if col >= t.ncolumns() {
             continue; // a computed column
+        }
+        // Each range is a lookup of its own: long `IN` lists are left to the scan.
+        if a.len() > MAX_LOOKUPS {
+            continue;
         }
         let Some(index) = cached_column_index(t, col, cache).await? else {
             continue;
