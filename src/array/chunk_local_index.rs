@@ -170,11 +170,11 @@ impl ChunkLocalIndex {
                 .enumerate()
                 .all(|(c, o)| {
                     i64::from_le_bytes(o.try_into().expect("8 bytes")) as u64
-                        == (c as u64 * chunk_len).min(rows)
+                        == (c as u64).saturating_mul(chunk_len).min(rows)
                 }),
             _ => false,
         };
-        if !offsets_ok || nav.geometry.shape[0] != nchunks * per_chunk {
+        if !offsets_ok || Some(nav.geometry.shape[0]) != nchunks.checked_mul(per_chunk) {
             return Ok(None);
         }
         let Some(nav) = nav_records(&nav, elem, key).await? else {
@@ -285,8 +285,11 @@ impl ChunkLocalIndex {
             if s0 >= s1 {
                 continue;
             }
-            let v0 = base + s0 as u64 * self.segment_len;
-            let v1 = (base + s1 as u64 * self.segment_len).min(base + items);
+            let at_segment = |s: usize| {
+                base.saturating_add((s as u64).saturating_mul(self.segment_len))
+                    .min(base + items)
+            };
+            let (v0, v1) = (at_segment(s0), at_segment(s1));
             let keys: Vec<IndexKey> = self
                 .key
                 .keys(&self.values.read_box(&[v0..v1], stats).await?)
