@@ -2,6 +2,7 @@
 
 use crate::array::batch_array::{BatchArray, Serializer};
 use crate::array::column_spec::NullDecl;
+use crate::array::index_sidecars::{KeyType, current_descriptor};
 use crate::array::item_type::ItemType;
 use crate::array::ndarray::{ArrayKind, ChunkSource, NdArray};
 use crate::array::table::{ColumnStorage, NullRule, Table};
@@ -113,7 +114,7 @@ fn table_json(t: &Table) -> Value {
             }),
         })
         .collect();
-    json!({
+    let mut out = json!({
         "kind": match t.kind { crate::array::table::TableKind::Bcolz => "bcolz ctable", crate::array::table::TableKind::CTable => "python-blosc2 CTable", crate::array::table::TableKind::BatchArray => "python-blosc2 BatchArray (one column, value)" },
         "path": t.display(),
         "rows": t.live_rows,
@@ -121,7 +122,45 @@ fn table_json(t: &Table) -> Value {
         "columns": cols,
         "schema": t.schema_json,
         "attributes": t.attrs,
-    })
+    });
+    if let Some(indexes) = indexes_json(t) {
+        out["indexes"] = indexes;
+    }
+    out
+}
+
+/// A CTable's python-blosc2 indexes, per column: the kind, and what queries use of it
+/// (block summaries for pruning, row lookups) or why nothing.
+fn indexes_json(t: &Table) -> Option<Value> {
+    let catalog = t.index_catalog.as_object().filter(|c| !c.is_empty())?;
+    let mut out = serde_json::Map::new();
+    for (name, d) in catalog {
+        let kind = d.get("kind").and_then(Value::as_str).unwrap_or("?");
+        let column = t
+            .specs
+            .iter()
+            .position(|s| &s.name == name)
+            .and_then(|i| t.column(i));
+        let fixed = match column.map(|c| &c.storage) {
+            Some(ColumnStorage::Fixed(a)) if a.geometry.ndim() == 1 => Some(a),
+            _ => None,
+        };
+        let finds_rows = matches!(kind, "full" | "partial" | "bucket")
+            && fixed.is_some_and(|a| KeyType::of(&a.dtype).is_some());
+        let used = if current_descriptor(&t.index_catalog, t.value_epoch, name).is_none() {
+            "stale: not used"
+        } else if finds_rows {
+            "block summaries, row lookups"
+        } else if fixed.is_some() {
+            "block summaries"
+        } else if column.is_some() {
+            "not used (a text column's index orders ranks)"
+        } else {
+            "not used"
+        };
+        out.insert(name.clone(), json!(format!("{kind}: {used}")));
+    }
+    Some(Value::Object(out))
 }
 
 /// Describes a python-blosc2 DictStore / TreeStore / EmbedStore: its kind and, per key,

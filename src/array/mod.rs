@@ -9,7 +9,7 @@ pub mod dtype;
 pub mod expression;
 pub mod full_index;
 pub mod geometry;
-mod index_sidecars;
+pub(crate) mod index_sidecars;
 pub mod item_type;
 pub mod ndarray;
 pub mod pylit;

@@ -633,3 +633,30 @@ async fn export_keeps_rows_in_order_across_row_groups() {
         assert_eq!(got.column(i), want.column(i), "column {}", f.name());
     }
 }
+
+/// `inspect` lists a CTable's indexes and what queries use of each.
+#[test]
+fn inspect_lists_indexes_and_their_use() {
+    let j: serde_json::Value = serde_json::from_str(&ok(&[
+        "inspect",
+        "--json",
+        fixture("ctable/indexed.b2d").to_str().unwrap(),
+    ]))
+    .unwrap();
+    let ix = &j["indexes"];
+    assert_eq!(ix["r"], "full: block summaries, row lookups");
+    assert_eq!(ix["rb"], "bucket: block summaries, row lookups");
+    assert_eq!(ix["qp"], "partial: block summaries, row lookups");
+    assert_eq!(ix["d"], "opsi: block summaries");
+    assert_eq!(
+        ix["w"],
+        "full: not used (a text column's index orders ranks)"
+    );
+    let j: serde_json::Value = serde_json::from_str(&ok(&[
+        "inspect",
+        "--json",
+        fixture("ctable/events.b2d").to_str().unwrap(),
+    ]))
+    .unwrap();
+    assert_eq!(j["indexes"]["t"], "summary: block summaries");
+}
