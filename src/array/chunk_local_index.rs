@@ -26,6 +26,21 @@ use serde_json::Value as Json;
 use std::cmp::Ordering;
 use std::ops::{Bound, Range};
 
+/// The bits `b` of a float `width` bits wide with the low `lossy` bits of their
+/// order-keeping unsigned twin cleared, as python-blosc2 quantizes BUCKET values: the
+/// twin flips every bit of a negative number and the sign bit of a positive one.
+fn clear_ordered(b: u64, width: u32, lossy: u32) -> u64 {
+    let sign = 1u64 << (width - 1);
+    let all = u64::MAX >> (64 - width);
+    let twin = if b & sign != 0 { !b & all } else { b ^ sign };
+    let twin = twin & !((1u64 << lossy) - 1);
+    if twin & sign != 0 {
+        twin ^ sign
+    } else {
+        !twin & all
+    }
+}
+
 /// What a sorted value's entry says of its row.
 #[derive(Debug)]
 enum Rows {
@@ -205,28 +220,13 @@ impl ChunkLocalIndex {
         match (k, self.key) {
             (IndexKey::Int(v), _) => IndexKey::Int(v & !((1i128 << bits) - 1)),
             (IndexKey::Float(f), KeyType::Float { bytes: 4 }) if f.is_finite() => {
-                let b = (f as f32).to_bits();
-                let ordered = if b >> 31 == 1 { !b } else { b ^ (1 << 31) };
-                let ordered = ordered & !((1u32 << bits) - 1);
-                let b = if ordered >> 31 == 1 {
-                    ordered ^ (1 << 31)
-                } else {
-                    !ordered
-                };
+                let b = clear_ordered((f as f32).to_bits().into(), 32, bits);
                 // Rounding `f` to float32 may have raised it: step below it then.
-                let q = f32::from_bits(b) as f64;
+                let q = f32::from_bits(b as u32) as f64;
                 IndexKey::Float(if q > f { f64::NEG_INFINITY } else { q })
             }
             (IndexKey::Float(f), _) if f.is_finite() => {
-                let b = f.to_bits();
-                let ordered = if b >> 63 == 1 { !b } else { b ^ (1 << 63) };
-                let ordered = ordered & !((1u64 << bits) - 1);
-                let b = if ordered >> 63 == 1 {
-                    ordered ^ (1 << 63)
-                } else {
-                    !ordered
-                };
-                IndexKey::Float(f64::from_bits(b))
+                IndexKey::Float(f64::from_bits(clear_ordered(f.to_bits(), 64, bits)))
             }
             (k, _) => k,
         }
@@ -342,5 +342,34 @@ impl ChunkLocalIndex {
             }
         }
         Ok(Some(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clear_ordered;
+
+    /// The bits python-blosc2 4.14.1 stores (`_quantize_float_scalar`, 4 lossy bits).
+    #[test]
+    fn floats_are_cleared_as_python_blosc2_clears_them() {
+        for (v, want) in [
+            (12.25f64, 4623085754984169472u64),
+            (-0.0, 9223372036854775823),
+            (-3.7, 13838886114965428639),
+            (1e-300, 118622047889322832),
+        ] {
+            assert_eq!(clear_ordered(v.to_bits(), 64, 4), want, "{v}");
+        }
+        for (v, want) in [
+            (12.25f32, 1094975488u32),
+            (-0.0, 2147483663),
+            (-3.7, 3228355791),
+        ] {
+            assert_eq!(
+                clear_ordered(v.to_bits().into(), 32, 4),
+                u64::from(want),
+                "{v}"
+            );
+        }
     }
 }

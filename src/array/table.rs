@@ -733,23 +733,10 @@ impl Table {
     /// # Errors
     /// IO errors and malformed sidecars.
     pub async fn summary(&self, col: usize) -> Result<Option<ColumnSummary>> {
-        let Some(store) = &self.store else {
+        let Some((store, name, elem)) = self.indexable(col).await? else {
             return Ok(None);
         };
-        let c = self.open_column(col).await?;
-        match &c.storage {
-            ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
-                ColumnSummary::open(
-                    store,
-                    &self.index_catalog,
-                    self.value_epoch,
-                    &c.name,
-                    &a.dtype,
-                )
-                .await
-            }
-            _ => Ok(None),
-        }
+        ColumnSummary::open(store, &self.index_catalog, self.value_epoch, name, elem).await
     }
 
     /// The index of column `col` that finds the rows of a range of values
@@ -759,25 +746,31 @@ impl Table {
     /// # Errors
     /// IO errors and unreadable sidecar frames.
     pub async fn column_index(&self, col: usize) -> Result<Option<ColumnIndex>> {
-        let Some(store) = &self.store else {
+        let Some((store, name, elem)) = self.indexable(col).await? else {
+            return Ok(None);
+        };
+        let (catalog, epoch) = (&self.index_catalog, self.value_epoch);
+        if let Some(i) = FullIndex::open(store, catalog, epoch, name, elem).await? {
+            return Ok(Some(ColumnIndex::Full(i)));
+        }
+        Ok(ChunkLocalIndex::open(store, catalog, epoch, name, elem)
+            .await?
+            .map(ColumnIndex::ChunkLocal))
+    }
+
+    /// The store, name and element type of column `col` when python-blosc2's index
+    /// sidecars can describe it: a scalar fixed-width column of a table in a store.
+    async fn indexable(&self, col: usize) -> Result<Option<(&StoreRoot, &str, &DType)>> {
+        let Some(store) = self.store.as_deref() else {
             return Ok(None);
         };
         let c = self.open_column(col).await?;
-        let ColumnStorage::Fixed(a) = &c.storage else {
-            return Ok(None);
-        };
-        if a.geometry.ndim() != 1 {
-            return Ok(None);
-        }
-        let (catalog, epoch) = (&self.index_catalog, self.value_epoch);
-        if let Some(i) = FullIndex::open(store, catalog, epoch, &c.name, &a.dtype).await? {
-            return Ok(Some(ColumnIndex::Full(i)));
-        }
-        Ok(
-            ChunkLocalIndex::open(store, catalog, epoch, &c.name, &a.dtype)
-                .await?
-                .map(ColumnIndex::ChunkLocal),
-        )
+        Ok(match &c.storage {
+            ColumnStorage::Fixed(a) if a.geometry.ndim() == 1 => {
+                Some((store, c.name.as_str(), &a.dtype))
+            }
+            _ => None,
+        })
     }
 
     /// Row granularity of value pruning: a CTable's first column's declared block (what
