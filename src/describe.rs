@@ -147,14 +147,16 @@ fn indexes_json(t: &Table) -> Option<Value> {
         };
         let finds_rows = matches!(kind, "full" | "partial" | "bucket")
             && fixed.is_some_and(|a| KeyType::of(&a.dtype).is_some());
+        let ranked = kind == "full"
+            && matches!(column.map(|c| &c.storage), Some(ColumnStorage::Utf8 { .. }));
         let used = if current_descriptor(&t.index_catalog, t.value_epoch, name).is_none() {
             "stale: not used"
         } else if finds_rows {
             "block summaries, row lookups"
         } else if fixed.is_some() {
             "block summaries"
-        } else if column.is_some() {
-            "not used (a text column's index orders ranks)"
+        } else if ranked {
+            "row lookups (by the ranks of its values)"
         } else {
             "not used"
         };

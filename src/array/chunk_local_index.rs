@@ -17,7 +17,8 @@
 
 use super::dtype::DType;
 use super::index_sidecars::{
-    IndexKey, KeyType, above, below, current_descriptor, nav_records, open_sidecar, sidecar_path,
+    IndexKey, KeyType, above, below, current_descriptor, nav_records, open_sidecar, same_keys,
+    sidecar_path,
 };
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
@@ -143,7 +144,7 @@ impl ChunkLocalIndex {
         ) else {
             return Ok(None);
         };
-        if values.dtype != *elem {
+        if !same_keys(&values.dtype, elem) {
             return Ok(None);
         }
         let rows = values.geometry.shape[0];
@@ -209,6 +210,11 @@ impl ChunkLocalIndex {
         }))
     }
 
+    /// How the index reads its values as keys.
+    pub(crate) fn key_type(&self) -> KeyType {
+        self.key
+    }
+
     /// `k` with the low bits a BUCKET index clears in its stored values cleared: no
     /// greater than `k` in the index's order, and the stored form of every value at or
     /// above `k` is at or above it.
@@ -262,9 +268,9 @@ impl ChunkLocalIndex {
     ) -> Result<Option<Vec<Range<u64>>>> {
         let above_hi = |k: &IndexKey| above(k, &hi);
         // The stored values are searched from the lower bound as stored.
-        let stored_lo = match lo {
+        let stored_lo = match &lo {
             Bound::Included(k) | Bound::Excluded(k) => {
-                Bound::Included(self.searched(self.cleared(k)))
+                Bound::Included(self.searched(self.cleared(k.clone())))
             }
             Bound::Unbounded => Bound::Unbounded,
         };

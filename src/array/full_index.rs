@@ -12,15 +12,19 @@
 //! 0.0 as equals), one position per row of the column when the index was built, deleted
 //! rows included.
 //!
-//! Integers and little-endian floats of 4 and 8 bytes are looked up; other columns are not.
+//! Integers (timestamps too), little-endian floats of 4 and 8 bytes and NumPy `<U`
+//! strings are looked up; other columns are not. A utf8 column's FULL index sorts the
+//! ranks of its values ([`RankedTextIndex`]).
 
 use super::chunk_local_index::ChunkLocalIndex;
 use super::dtype::{DType, Endian};
 pub use super::index_sidecars::IndexKey;
 use super::index_sidecars::{
-    KeyType, above, below, current_descriptor, nav_records, open_sidecar, sidecar_path,
+    KeyType, above, below, current_descriptor, nav_records, open_sidecar, same_keys, sidecar_path,
+    stored_text_bounds,
 };
 use super::ndarray::{NdArray, ReadStats};
+use super::ranked_text_index::RankedTextIndex;
 use crate::container::store::StoreRoot;
 use crate::error::Result;
 use serde_json::Value as Json;
@@ -38,6 +42,17 @@ pub struct FullIndex {
     /// Rows the index describes (the column's length when it was built).
     pub rows: u64,
     key: KeyType,
+}
+
+/// The `full` part of column `name`'s descriptor when it is current and of a FULL index.
+pub(crate) fn full_part<'a>(
+    catalog: &'a Json,
+    value_epoch: Option<i64>,
+    name: &str,
+) -> Option<&'a Json> {
+    current_descriptor(catalog, value_epoch, name)
+        .filter(|d| d.get("kind").and_then(Json::as_str) == Some("full"))?
+        .get("full")
 }
 
 /// Ranges of at most this many sorted values are read to find a range's rows.
@@ -58,12 +73,23 @@ impl FullIndex {
         name: &str,
         elem: &DType,
     ) -> Result<Option<FullIndex>> {
-        let Some(d) = current_descriptor(catalog, value_epoch, name)
-            .filter(|d| d.get("kind").and_then(Json::as_str) == Some("full"))
-        else {
-            return Ok(None);
-        };
-        let (Some(key), Some(full)) = (KeyType::of(elem), d.get("full")) else {
+        match full_part(catalog, value_epoch, name) {
+            // A utf8 column's FULL index sorts ranks ([`RankedTextIndex`]).
+            Some(full) if full.get("utf8_rank").is_none() => {
+                Self::open_sorted(store, full, elem).await
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The FULL index whose part of a descriptor is `full`, over sorted values of type
+    /// `elem`: see [`FullIndex::open`].
+    pub(crate) async fn open_sorted(
+        store: &StoreRoot,
+        full: &Json,
+        elem: &DType,
+    ) -> Result<Option<FullIndex>> {
+        let Some(key) = KeyType::of(elem) else {
             return Ok(None);
         };
         let path = |k: &str| sidecar_path(full, k);
@@ -86,7 +112,7 @@ impl FullIndex {
             endian: Endian::Little,
         };
         let block_len = values.geometry.blockshape[0];
-        if values.dtype != *elem
+        if !same_keys(&values.dtype, elem)
             || positions.dtype != int64
             || positions.geometry.shape[0] != rows
             || block_len == 0
@@ -191,6 +217,8 @@ pub enum ColumnIndex {
     Full(FullIndex),
     /// A PARTIAL or BUCKET index (row ranges, a superset; NaN rows left out).
     ChunkLocal(ChunkLocalIndex),
+    /// A utf8 column's FULL index: ranks of its distinct values (exact rows).
+    RankedText(Box<RankedTextIndex>),
 }
 
 impl ColumnIndex {
@@ -199,6 +227,7 @@ impl ColumnIndex {
         match self {
             ColumnIndex::Full(i) => i.rows,
             ColumnIndex::ChunkLocal(i) => i.rows,
+            ColumnIndex::RankedText(i) => i.rows(),
         }
     }
 
@@ -220,12 +249,30 @@ impl ColumnIndex {
         max_rows: u64,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<std::ops::Range<u64>>>> {
+        // Bounds of another kind than the index's keys (text on numbers) find nothing
+        // certain.
+        let key = match self {
+            ColumnIndex::Full(i) => i.key,
+            ColumnIndex::ChunkLocal(i) => i.key_type(),
+            ColumnIndex::RankedText(_) => KeyType::Text { chars: 1 },
+        };
+        let fits = |b: &Bound<IndexKey>| match b {
+            Bound::Included(k) | Bound::Excluded(k) => key.accepts(k),
+            Bound::Unbounded => true,
+        };
+        if !fits(&lo) || !fits(&hi) {
+            return Ok(None);
+        }
+        // Text as the sidecars store it (NumPy drops trailing NULs).
+        let (lo, hi) = stored_text_bounds(lo, hi);
+        let single =
+            |rows: Option<Vec<u64>>| rows.map(|rows| rows.into_iter().map(|r| r..r + 1).collect());
         match self {
-            ColumnIndex::Full(i) => Ok(i
-                .rows_between(lo, hi, max_rows, stats)
-                .await?
-                .map(|rows| rows.into_iter().map(|r| r..r + 1).collect())),
+            ColumnIndex::Full(i) => Ok(single(i.rows_between(lo, hi, max_rows, stats).await?)),
             ColumnIndex::ChunkLocal(i) => i.rows_between(lo, hi, max_rows, stats).await,
+            ColumnIndex::RankedText(i) => {
+                Ok(single(i.rows_between(lo, hi, max_rows, stats).await?))
+            }
         }
     }
 }

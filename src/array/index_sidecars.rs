@@ -61,7 +61,7 @@ pub(crate) async fn nav_records(
     let field = |n: &str| {
         fields
             .iter()
-            .find(|f| f.name == n && f.shape.is_empty() && f.dtype == *elem)
+            .find(|f| f.name == n && f.shape.is_empty() && same_keys(&f.dtype, elem))
     };
     let (Some(start), Some(end)) = (field("start"), field("end")) else {
         return Ok(None);
@@ -74,6 +74,41 @@ pub(crate) async fn nav_records(
             .map(|r| (at(r, start.offset), at(r, end.offset)))
             .collect(),
     ))
+}
+
+/// Bounds on text values as they bound the values a NumPy `<U` sidecar stores: NumPy
+/// drops a string's trailing NULs, so `'a\0'` is stored as `'a'`. Dropping them keeps
+/// the order (never turns `x <= y` into the reverse), so every value within `lo..hi` is
+/// stored within the bounds returned: the literals without their trailing NULs, the lower
+/// bound made inclusive (`'a\0' > 'a'` is stored as `'a'`), the upper one too when its
+/// literal lost a NUL. Bounds on numbers are returned as they are.
+pub(crate) fn stored_text_bounds(
+    lo: Bound<IndexKey>,
+    hi: Bound<IndexKey>,
+) -> (Bound<IndexKey>, Bound<IndexKey>) {
+    let strip = |s: &String| IndexKey::Text(s.trim_end_matches('\0').to_string());
+    let lo = match lo {
+        Bound::Included(IndexKey::Text(s)) | Bound::Excluded(IndexKey::Text(s)) => {
+            Bound::Included(strip(&s))
+        }
+        b => b,
+    };
+    let hi = match hi {
+        Bound::Excluded(IndexKey::Text(s)) if !s.ends_with('\0') => {
+            Bound::Excluded(IndexKey::Text(s))
+        }
+        Bound::Included(IndexKey::Text(s)) | Bound::Excluded(IndexKey::Text(s)) => {
+            Bound::Included(strip(&s))
+        }
+        b => b,
+    };
+    (lo, hi)
+}
+
+/// Whether elements of types `a` and `b` read as the same keys (a timestamp column's
+/// sidecars hold int64).
+pub(crate) fn same_keys(a: &DType, b: &DType) -> bool {
+    a == b || KeyType::of(a).is_some_and(|k| KeyType::of(b) == Some(k))
 }
 
 /// Whether `k` lies below the lower bound `lo` in the index's order.
@@ -95,12 +130,15 @@ pub(crate) fn above(k: &IndexKey, hi: &Bound<IndexKey>) -> bool {
 }
 
 /// A value of an indexed column, as the index orders it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum IndexKey {
-    /// Any integer column.
+    /// Any integer column (timestamps too: their integer counts).
     Int(i128),
     /// A float column: NaN orders after every number, −0.0 equals 0.0.
     Float(f64),
+    /// A text column, ordered by code points (as NumPy orders `<U` strings and Rust and
+    /// Arrow order UTF-8).
+    Text(String),
 }
 
 impl IndexKey {
@@ -113,9 +151,15 @@ impl IndexKey {
             // Matches −0.0 too (float patterns compare with `==`).
             IndexKey::Float(0.0) => 0.0,
             IndexKey::Float(f) => f,
+            IndexKey::Text(_) => f64::INFINITY,
         };
         match (self, other) {
             (IndexKey::Int(a), IndexKey::Int(b)) => a.cmp(b),
+            (IndexKey::Text(a), IndexKey::Text(b)) => a.cmp(b),
+            // Text against a number does not happen (keys of one column are of one
+            // kind); text orders after numbers.
+            (IndexKey::Text(_), _) => Ordering::Greater,
+            (_, IndexKey::Text(_)) => Ordering::Less,
             _ => float(self).total_cmp(&float(other)),
         }
     }
@@ -127,10 +171,20 @@ impl IndexKey {
 }
 
 /// How the elements of an indexed column read as keys.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum KeyType {
-    Int { bytes: usize, signed: bool },
-    Float { bytes: usize },
+    Int {
+        bytes: usize,
+        signed: bool,
+    },
+    Float {
+        bytes: usize,
+    },
+    /// NumPy `<U{chars}`: UCS-4 code points, little-endian, trailing NULs not part of
+    /// the value.
+    Text {
+        chars: usize,
+    },
 }
 
 impl KeyType {
@@ -150,13 +204,39 @@ impl KeyType {
             } => Some(KeyType::Float {
                 bytes: bytes as usize,
             }),
+            DType::Unicode {
+                chars,
+                endian: Endian::Little,
+            } if chars > 0 => Some(KeyType::Text { chars }),
+            // Counts of their unit (python-blosc2 keeps the sidecars of a timestamp
+            // column as int64 and sorts NaT, the least int64, first).
+            DType::DateTime {
+                mult: 1,
+                endian: Endian::Little,
+                ..
+            }
+            | DType::TimeDelta {
+                mult: 1,
+                endian: Endian::Little,
+                ..
+            } => Some(KeyType::Int {
+                bytes: 8,
+                signed: true,
+            }),
             _ => None,
         }
+    }
+
+    /// Whether `k` is a key of this type's kind (numbers compare with numbers, text
+    /// with text).
+    pub(crate) fn accepts(&self, k: &IndexKey) -> bool {
+        matches!(self, KeyType::Text { .. }) == matches!(k, IndexKey::Text(_))
     }
 
     pub(crate) fn size(&self) -> usize {
         match *self {
             KeyType::Int { bytes, .. } | KeyType::Float { bytes } => bytes,
+            KeyType::Text { chars } => 4 * chars,
         }
     }
 
@@ -176,6 +256,16 @@ impl KeyType {
             }
             KeyType::Float { .. } => {
                 IndexKey::Float(f64::from_le_bytes(b[..8].try_into().expect("8 bytes")))
+            }
+            KeyType::Text { chars } => {
+                let units = b[..4 * chars]
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")));
+                let mut s: String = units
+                    .map(|u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
+                    .collect();
+                s.truncate(s.trim_end_matches('\0').len());
+                IndexKey::Text(s)
             }
         }
     }

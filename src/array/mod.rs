@@ -13,6 +13,7 @@ pub(crate) mod index_sidecars;
 pub mod item_type;
 pub mod ndarray;
 pub mod pylit;
+pub mod ranked_text_index;
 mod recent;
 mod recipe;
 pub mod summary;

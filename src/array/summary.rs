@@ -13,7 +13,7 @@
 //! table's, is not used.
 
 use super::dtype::DType;
-use super::index_sidecars::current_descriptor;
+use super::index_sidecars::{current_descriptor, same_keys};
 use super::ndarray::NdArray;
 use crate::container::store::StoreRoot;
 use crate::error::{Error, Result};
@@ -118,7 +118,7 @@ impl ColumnSummary {
         // A summary of something else than the values (a text column's FULL index
         // summarises ranks) is not this column's.
         if d.get("kind").and_then(Json::as_str) != Some("summary")
-            && (mn.dtype != *elem || mx.dtype != *elem)
+            && !(same_keys(&mn.dtype, elem) && same_keys(&mx.dtype, elem))
         {
             return Ok(None);
         }

@@ -12,6 +12,7 @@ use super::dtype::DType;
 use super::full_index::{ColumnIndex, FullIndex};
 use super::item_type::{ArrowSchemaMessage, ItemType};
 use super::ndarray::{NdArray, ReadStats};
+use super::ranked_text_index::RankedTextIndex;
 use super::summary::ColumnSummary;
 use crate::container::bcolz::{BcolzCarray, ctable_columns};
 use crate::container::frame::Frame;
@@ -740,16 +741,25 @@ impl Table {
     }
 
     /// The index of column `col` that finds the rows of a range of values
-    /// ([`ColumnIndex`]: FULL, PARTIAL or BUCKET), when python-blosc2 built one that is
+    /// ([`ColumnIndex`]: FULL, PARTIAL or BUCKET; a utf8 column's FULL), when python-blosc2 built one that is
     /// still current and of a type it looks up. Scalar fixed-width columns only.
     ///
     /// # Errors
     /// IO errors and unreadable sidecar frames.
     pub async fn column_index(&self, col: usize) -> Result<Option<ColumnIndex>> {
-        let Some((store, name, elem)) = self.indexable(col).await? else {
-            return Ok(None);
-        };
         let (catalog, epoch) = (&self.index_catalog, self.value_epoch);
+        let Some((store, name, elem)) = self.indexable(col).await? else {
+            // A utf8 column's FULL index ranks its values.
+            let c = self.open_column(col).await?;
+            return Ok(match (self.store.as_deref(), &c.storage) {
+                (Some(store), ColumnStorage::Utf8 { .. }) => {
+                    RankedTextIndex::open(store, catalog, epoch, &c.name)
+                        .await?
+                        .map(|i| ColumnIndex::RankedText(Box::new(i)))
+                }
+                _ => None,
+            });
+        };
         if let Some(i) = FullIndex::open(store, catalog, epoch, name, elem).await? {
             return Ok(Some(ColumnIndex::Full(i)));
         }

@@ -23,7 +23,9 @@ use arrow::datatypes::{DataType, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::{BinaryExpr, CastExpr, Column, InListExpr, Literal};
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, CastExpr, Column, InListExpr, LikeExpr, Literal,
+};
 use std::collections::BTreeMap;
 use std::ops::{Bound, Range};
 use std::sync::Arc;
@@ -34,8 +36,11 @@ const MAX_LOOKUPS: usize = 64;
 /// What a filter allows one column: any of these ranges (`x = 1 OR x = 7` is two).
 type Allowed = Vec<(Bound<IndexKey>, Bound<IndexKey>)>;
 
-/// The key of a literal, for the integer and float types indexes are looked up with.
-fn key(v: &ScalarValue) -> Option<IndexKey> {
+/// The key of a literal compared with a column of type `column`: integers, floats,
+/// text, and timestamps and durations of the column's own type (DataFusion casts such a
+/// literal to the column's unit and zone; their keys are the integer counts the column
+/// stores).
+fn key(v: &ScalarValue, column: &DataType) -> Option<IndexKey> {
     Some(match v {
         ScalarValue::Int8(Some(x)) => IndexKey::Int(*x as i128),
         ScalarValue::Int16(Some(x)) => IndexKey::Int(*x as i128),
@@ -47,8 +52,61 @@ fn key(v: &ScalarValue) -> Option<IndexKey> {
         ScalarValue::UInt64(Some(x)) => IndexKey::Int(*x as i128),
         ScalarValue::Float32(Some(x)) => IndexKey::Float(*x as f64),
         ScalarValue::Float64(Some(x)) => IndexKey::Float(*x),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => IndexKey::Text(s.clone()),
+        ScalarValue::TimestampSecond(Some(x), _)
+        | ScalarValue::TimestampMillisecond(Some(x), _)
+        | ScalarValue::TimestampMicrosecond(Some(x), _)
+        | ScalarValue::TimestampNanosecond(Some(x), _)
+        | ScalarValue::DurationSecond(Some(x))
+        | ScalarValue::DurationMillisecond(Some(x))
+        | ScalarValue::DurationMicrosecond(Some(x))
+        | ScalarValue::DurationNanosecond(Some(x))
+            if v.data_type() == *column =>
+        {
+            IndexKey::Int(*x as i128)
+        }
         _ => return None,
     })
+}
+
+/// The least string above every string starting with `prefix` (`None`: there is none).
+fn after_prefix(prefix: &str) -> Option<String> {
+    let mut s: Vec<char> = prefix.chars().collect();
+    while let Some(c) = s.pop() {
+        let next = match c as u32 {
+            0xD7FF => Some('\u{E000}'),
+            u => char::from_u32(u + 1),
+        };
+        if let Some(n) = next {
+            s.push(n);
+            return Some(s.into_iter().collect());
+        }
+    }
+    None
+}
+
+/// What `x LIKE 'pattern'` allows `x`: the strings starting with the pattern's text
+/// before its first wildcard or escape (`'ab%'`, `'ab_c%'` both start with `ab`), or
+/// the pattern itself when it has none.
+fn like_range(pattern: &str) -> Option<(Bound<IndexKey>, Bound<IndexKey>)> {
+    let text = |s: &str| IndexKey::Text(s.to_string());
+    match pattern.find(['%', '_', '\\']) {
+        None => Some((
+            Bound::Included(text(pattern)),
+            Bound::Included(text(pattern)),
+        )),
+        Some(0) => None,
+        Some(i) => {
+            let prefix = &pattern[..i];
+            let hi = match after_prefix(prefix) {
+                Some(a) => Bound::Excluded(text(&a)),
+                None => Bound::Unbounded,
+            };
+            Some((Bound::Included(text(prefix)), hi))
+        }
+    }
 }
 
 /// The tighter of two lower (`upper` false) or upper bounds.
@@ -58,10 +116,10 @@ fn tighter(a: Bound<IndexKey>, b: Bound<IndexKey>, upper: bool) -> Bound<IndexKe
         (Bound::Unbounded, _) => return b,
         (_, Bound::Unbounded) => return a,
         (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
-            (*x, *y)
+            (x, y)
         }
     };
-    match (ka.order(&kb), upper) {
+    match (ka.order(kb), upper) {
         (Less, false) | (Greater, true) => b,
         (Greater, false) | (Less, true) => a,
         // Equal keys: the exclusive bound is the tighter one.
@@ -90,9 +148,18 @@ fn column_of(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<Column> {
                 || matches!(from, DataType::UInt8 | DataType::UInt16 | DataType::UInt32)
         }
         DataType::UInt64 => from.is_unsigned_integer(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => matches!(
+            from,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ),
         _ => false,
     };
     widens.then(|| c.clone())
+}
+
+/// The type of column `c` in `schema`.
+fn field_type<'a>(c: &Column, schema: &'a Schema) -> Option<&'a DataType> {
+    Some(schema.field_with_name(c.name()).ok()?.data_type())
 }
 
 /// `column op literal` (either way round) as the column's name and its allowed range.
@@ -107,9 +174,9 @@ fn comparison(e: &BinaryExpr, schema: &Schema) -> Option<(String, Allowed)> {
         (_, _, Some(l), Some(c)) => (c, l, e.op().swap()?),
         _ => return None,
     };
-    let k = key(lit.value())?;
+    let k = key(lit.value(), field_type(&col, schema)?)?;
     let range = match op {
-        Operator::Eq => (Bound::Included(k), Bound::Included(k)),
+        Operator::Eq => (Bound::Included(k.clone()), Bound::Included(k)),
         Operator::Lt => (Bound::Unbounded, Bound::Excluded(k)),
         Operator::LtEq => (Bound::Unbounded, Bound::Included(k)),
         Operator::Gt => (Bound::Excluded(k), Bound::Unbounded),
@@ -123,14 +190,18 @@ fn comparison(e: &BinaryExpr, schema: &Schema) -> Option<(String, Allowed)> {
 /// ranges (a superset of what both allow).
 fn both(a: Allowed, b: Allowed) -> Allowed {
     match (a.as_slice(), b.as_slice()) {
-        ([(l0, h0)], [(l1, h1)]) => vec![(tighter(*l0, *l1, false), tighter(*h0, *h1, true))],
+        ([(l0, h0)], [(l1, h1)]) => vec![(
+            tighter(l0.clone(), l1.clone(), false),
+            tighter(h0.clone(), h1.clone(), true),
+        )],
         _ if a.len() <= b.len() => a,
         _ => b,
     }
 }
 
 /// What `e` allows, when it bounds one column and nothing else: a comparison with a
-/// literal, an `IN` list of literals, or `AND` / `OR` of such on the same column.
+/// literal, an `IN` list of literals, a `LIKE` pattern, or `AND` / `OR` of such on the
+/// same column.
 fn one_column(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<(String, Allowed)> {
     if let Some(b) = e.downcast_ref::<BinaryExpr>() {
         return match *b.op() {
@@ -145,17 +216,32 @@ fn one_column(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<(String, All
             _ => comparison(b, schema),
         };
     }
+    if let Some(like) = e.downcast_ref::<LikeExpr>() {
+        let c = column_of(like.expr(), schema)?;
+        if like.negated() || like.case_insensitive() {
+            return None;
+        }
+        let IndexKey::Text(pattern) = key(
+            like.pattern().downcast_ref::<Literal>()?.value(),
+            field_type(&c, schema)?,
+        )?
+        else {
+            return None;
+        };
+        return Some((c.name().to_string(), vec![like_range(&pattern)?]));
+    }
     let list = e.downcast_ref::<InListExpr>()?;
     let c = column_of(list.expr(), schema)?;
     if list.negated() {
         return None;
     }
+    let column = field_type(&c, schema)?;
     let keys: Option<Allowed> = list
         .list()
         .iter()
         .map(|v| {
-            let k = key(v.downcast_ref::<Literal>()?.value())?;
-            Some((Bound::Included(k), Bound::Included(k)))
+            let k = key(v.downcast_ref::<Literal>()?.value(), column)?;
+            Some((Bound::Included(k.clone()), Bound::Included(k)))
         })
         .collect();
     Some((c.name().to_string(), keys?))
@@ -286,4 +372,38 @@ pub async fn prune_by_column_indexes(
     }
     report.sources.push("index");
     Ok(kept_units(units, &keep, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> IndexKey {
+        IndexKey::Text(s.to_string())
+    }
+
+    #[test]
+    fn like_patterns_bound_their_prefix() {
+        assert_eq!(
+            like_range("ab%"),
+            Some((Bound::Included(text("ab")), Bound::Excluded(text("ac"))))
+        );
+        // Text before the first wildcard or escape; none: the pattern itself.
+        assert_eq!(like_range("ab_c%").unwrap().1, Bound::Excluded(text("ac")));
+        assert_eq!(like_range("a\\%b").unwrap().0, Bound::Included(text("a")));
+        assert_eq!(
+            like_range("abc"),
+            Some((Bound::Included(text("abc")), Bound::Included(text("abc"))))
+        );
+        assert_eq!(like_range("%b"), None);
+        assert_eq!(like_range("_b"), None);
+        // The greatest code point carries; surrogates are skipped.
+        assert_eq!(after_prefix("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(after_prefix("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(after_prefix("\u{10FFFF}"), None);
+        assert_eq!(
+            like_range("\u{10FFFF}%"),
+            Some((Bound::Included(text("\u{10FFFF}")), Bound::Unbounded))
+        );
+    }
 }

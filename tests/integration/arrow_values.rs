@@ -70,8 +70,14 @@ pub fn json_of(col: &dyn Array, i: usize) -> Value {
             let d = col.as_dictionary::<Int32Type>();
             json_of(d.values().as_ref(), d.keys().value(i) as usize)
         }
+        DataType::Timestamp(TimeUnit::Second, _) => {
+            json!(col.as_primitive::<TimestampSecondType>().value(i))
+        }
         DataType::Timestamp(TimeUnit::Millisecond, _) => {
             json!(col.as_primitive::<TimestampMillisecondType>().value(i))
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            json!(col.as_primitive::<TimestampMicrosecondType>().value(i))
         }
         other => panic!("no JSON for {other}"),
     }

@@ -437,7 +437,8 @@ async fn batch_columns_are_checked_when_read() {
 
 /// Index sidecars mutated (bytes flipped, files cut): a query whose filter the index is
 /// looked up for answers or fails, and never panics (FULL `r`, BUCKET `rb`, PARTIAL `rp`:
-/// their values, positions, offsets and navigation records).
+/// their values, positions, offsets and navigation records; utf8 `w`'s ranks and
+/// vocabulary).
 #[tokio::test]
 async fn mutated_index_sidecars_never_panic() {
     use datafusion::prelude::SessionContext;
@@ -455,6 +456,9 @@ async fn mutated_index_sidecars_never_panic() {
         ("rb", "_indexes/rb/bucket.bucket_nav.l2.b2nd"),
         ("rp", "_indexes/rp/partial.positions.b2nd"),
         ("rp", "_indexes/rp/partial.partial_nav.l2.b2nd"),
+        ("w", "_indexes/w/full.values.utf8_vocab.b2nd"),
+        ("w", "_indexes/w/full.values.b2nd"),
+        ("w", "_indexes/w/full.positions.b2nd"),
     ];
     let mut cases = 0;
     for (col, target) in targets {
@@ -482,7 +486,10 @@ async fn mutated_index_sidecars_never_panic() {
                 ctx.register_blosc2("t", dir.to_str().unwrap(), Blosc2Options::default())
                     .await
                     .map_err(|e| e.to_string())?;
-                let sql = format!("SELECT count(*) FROM t WHERE {col} BETWEEN -3000 AND 3000");
+                let sql = match col {
+                    "w" => "SELECT count(*) FROM t WHERE w BETWEEN 'w0100' AND 'w0110'".into(),
+                    _ => format!("SELECT count(*) FROM t WHERE {col} BETWEEN -3000 AND 3000"),
+                };
                 ctx.sql(&sql)
                     .await
                     .map_err(|e| e.to_string())?

@@ -1472,8 +1472,11 @@ async fn every_index_kind_prunes_with_its_block_summaries() {
         assert!(answers[0].0 > 0, "{where_}: no row");
         assert_eq!(answers[0], answers[1], "{where_}");
     }
+    // w's FULL index orders ranks: its summaries say nothing of the values, and the
+    // lookup by rank finds the one unit holding 'w0001'.
     let plan = explain(&ctx, "SELECT w FROM ix WHERE w = 'w0001'").await;
-    assert_eq!(units_pruned(&plan), 0, "{plan}");
+    assert_eq!(units_pruned(&plan), 15, "{plan}");
+    assert!(plan.contains("(index)"), "{plan}");
     for col in ["a", "d"] {
         let sql = format!("SELECT min({col}), max({col}) FROM ix");
         let plan = explain(&ctx, &sql).await;
@@ -1565,4 +1568,160 @@ async fn column_indexes_find_the_blocks_of_unsorted_columns() {
             same_count_and_sum(&ctx, r, ("ix", "ix_plain"), &where_).await;
         }
     }
+}
+
+/// The rows of `SELECT * … WHERE where_ ORDER BY ts` over tables `pruned` and `plain`,
+/// as text: the same.
+async fn same_rows(ctx: &SessionContext, (pruned, plain): (&str, &str), where_: &str) {
+    let run = |t: &str| format!("SELECT * FROM {t} WHERE {where_} ORDER BY ts");
+    let mut answers = Vec::new();
+    for t in [pruned, plain] {
+        let b = ctx.sql(&run(t)).await.unwrap().collect().await.unwrap();
+        answers.push(
+            datafusion::arrow::util::pretty::pretty_format_batches(&b)
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(answers[0], answers[1], "{}", run(pruned));
+}
+
+/// `ctable/indexed-keys.b2d` (4000 rows in 16 units, every column in no order): indexes
+/// over timestamps (`ts` ms UTC FULL, `tb` µs BUCKET, `tp` s PARTIAL), NumPy strings (`s`
+/// FULL, `sb` BUCKET, `sp` PARTIAL) and a nullable utf8 column (`u`, FULL: ranks and a
+/// vocabulary that stores `'a\0'` as `'a'`). An equality keeps exactly the units holding
+/// the value; random equalities, ranges, lists and `LIKE` prefixes give the answers of the
+/// table with pruning off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexes_on_timestamps_and_text_find_their_rows() {
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
+    register_pruned_and_plain(&ctx, "kx", "ctable/indexed-keys.b2d").await;
+    // The values in row order (one partition).
+    let one = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
+    register_pruned_and_plain(&one, "kx", "ctable/indexed-keys.b2d").await;
+    let b = one
+        .sql(
+            "SELECT CAST(ts AS BIGINT), CAST(tb AS BIGINT), CAST(tp AS BIGINT), s, sb, sp, u \
+             FROM kx_plain",
+        )
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let (mut ints, mut texts): (Vec<[i64; 3]>, Vec<[Option<String>; 4]>) = (vec![], vec![]);
+    for b in &b {
+        for i in 0..b.num_rows() {
+            let int = |c: usize| b.column(c).as_primitive::<Int64Type>().value(i);
+            let text = |c: usize| {
+                let a = b.column(c).as_string::<i32>();
+                a.is_valid(i).then(|| a.value(i).to_string())
+            };
+            ints.push([int(0), int(1), int(2)]);
+            texts.push([text(3), text(4), text(5), text(6)]);
+        }
+    }
+    assert_eq!(ints.len(), 4000);
+    assert!(texts.iter().any(|t| t[3].as_deref() == Some("a\0")));
+    let quote = |s: &str| {
+        let parts: Vec<String> = s
+            .split('\0')
+            .map(|p| format!("'{}'", p.replace('\'', "''")))
+            .collect();
+        format!("concat({})", parts.join(", chr(0), "))
+    };
+    let ts_sql = [
+        "to_timestamp_millis",
+        "to_timestamp_micros",
+        "to_timestamp_seconds",
+    ];
+    // The units holding a row found (BUCKET: a row's bucket of 4 rows, which may reach
+    // into the next unit).
+    let units_holding = |hit: &dyn Fn(usize) -> bool, bucket: usize| {
+        let mut u: Vec<usize> = (0..4000)
+            .filter(|&i| hit(i))
+            .flat_map(|i| {
+                [
+                    i / bucket * bucket / 250,
+                    (i / bucket * bucket + bucket - 1) / 250,
+                ]
+            })
+            .collect();
+        u.sort_unstable();
+        u.dedup();
+        u.len()
+    };
+    let mut rng = Rng(0x7E57_0000_0000_0C75);
+    for _ in 0..8 {
+        let row = rng.next(4000) as usize;
+        for (c, name) in ["ts", "tb", "tp"].into_iter().enumerate() {
+            let v = ints[row][c];
+            let where_ = format!("{name} = {}({v})", ts_sql[c]);
+            let plan = explain(&ctx, &format!("SELECT * FROM kx WHERE {where_}")).await;
+            let want = 16 - units_holding(&|i| ints[i][c] == v, [1, 4, 1][c]);
+            assert_eq!(units_pruned(&plan), want, "{where_}\n{plan}");
+            assert!(plan.contains("index)"), "{where_}\n{plan}");
+        }
+        for (c, name) in ["s", "sb", "sp", "u"].into_iter().enumerate() {
+            let Some(v) = texts[row][c].clone() else {
+                continue;
+            };
+            let where_ = format!("{name} = {}", quote(&v));
+            let plan = explain(&ctx, &format!("SELECT * FROM kx WHERE {where_}")).await;
+            let want = 16 - units_holding(&|i| texts[i][c].as_deref() == Some(&v), [1, 4, 1, 1][c]);
+            assert_eq!(units_pruned(&plan), want, "{where_}\n{plan}");
+        }
+    }
+    // 'a' and 'a\0' are two values stored alike: each finds its own rows and no fewer.
+    for v in ["a", "a\0", "a\0\0", "ab", "😀", "zzz", ""] {
+        for (op, other) in [("=", ""), (">", "AND u < 'ab'"), ("<=", "AND u > ''")] {
+            let where_ = format!("u {op} {} {other}", quote(v));
+            same_rows(&ctx, ("kx", "kx_plain"), &where_).await;
+        }
+    }
+    for where_ in [
+        "u > 'a' AND u < 'ab'",
+        "u >= concat('a', chr(0)) AND u < 'ab'",
+        "u > '' AND u < concat('a', chr(0))",
+        "u > '' AND u <= concat('a', chr(0), chr(0))",
+    ] {
+        let plan = explain(&ctx, &format!("SELECT * FROM kx WHERE {where_}")).await;
+        assert!(plan.contains("index)"), "{where_}\n{plan}");
+        same_rows(&ctx, ("kx", "kx_plain"), where_).await;
+    }
+    let prefixes = [
+        "w1", "w12", "t00", "Z", "日", "a", "%", "w_3", "w1%2", "t\\%",
+    ];
+    for _ in 0..60 {
+        let row = rng.next(4000) as usize;
+        let other = rng.next(4000) as usize;
+        let c = rng.next(4) as usize;
+        let name = ["s", "sb", "sp", "u"][c];
+        let text = |r: usize| quote(texts[r][c].as_deref().unwrap_or("t0100"));
+        let t = rng.next(3) as usize;
+        let (tname, tf) = (["ts", "tb", "tp"][t], ts_sql[t]);
+        let (v, w) = (ints[row][t], ints[other][t]);
+        let where_ = match rng.next(8) {
+            0 => format!("{tname} BETWEEN {tf}({}) AND {tf}({})", v.min(w), v.max(w)),
+            1 => format!("{tname} IN ({tf}({v}), {tf}({w}), {tf}({}))", v + 1),
+            2 => format!("{tname} > {tf}({v}) AND {tname} < {tf}({})", v + 40_000_000),
+            3 => format!("{name} IN ({}, {}, 'nope')", text(row), text(other)),
+            4 => format!("{name} BETWEEN {} AND {}", text(row), text(other)),
+            5 => format!("{name} > {} AND {name} < {}", text(row), text(other)),
+            6 => format!(
+                "{name} LIKE '{}'",
+                prefixes[rng.next(prefixes.len() as u64) as usize]
+            ),
+            _ => format!("({name} = {} OR {name} = {})", text(row), text(other)),
+        };
+        same_rows(&ctx, ("kx", "kx_plain"), &where_).await;
+    }
+    // A prefix pruned by the lookups: the units holding no value starting with it.
+    let plan = explain(&ctx, "SELECT * FROM kx WHERE s LIKE 'w12%'").await;
+    let want = 16
+        - units_holding(
+            &|i| texts[i][0].as_deref().is_some_and(|s| s.starts_with("w12")),
+            1,
+        );
+    assert_eq!(units_pruned(&plan), want, "{plan}");
 }

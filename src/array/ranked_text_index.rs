@@ -1,0 +1,167 @@
+//! python-blosc2 FULL indexes of utf8 CTable columns: a FULL index
+//! ([`FullIndex`]) over int32 ranks, each row's rank being its value's place among the
+//! column's distinct values in code point order, and those distinct values in rank order
+//! (`full.values.utf8_vocab.b2nd`, a NumPy `<U` array), as the descriptor's
+//! `full.utf8_rank` part names them (`vocab_path`, `vocab_len`; null rows rank
+//! `null_rank`, after every value).
+//!
+//! A range of text is looked up as the range of ranks whose vocabulary entries lie in
+//! it, found by a binary search over the vocabulary's blocks, then in the ranks' index.
+//! What python-blosc2 4.14.1 writes (checked against its output): the vocabulary holds
+//! each value with its trailing NULs dropped (NumPy's `<U`), so `'a\0'` and `'a'` are two
+//! ranks with equal entries, and the bounds are widened to match (see
+//! [`stored_text_bounds`](super::index_sidecars)).
+
+use super::dtype::{DType, Endian};
+use super::full_index::{FullIndex, full_part};
+use super::index_sidecars::{IndexKey, KeyType, open_sidecar, sidecar_path};
+use super::ndarray::{NdArray, ReadStats};
+use crate::container::store::StoreRoot;
+use crate::error::Result;
+use serde_json::Value as Json;
+use std::ops::Bound;
+
+/// The opened FULL index of one utf8 column.
+#[derive(Debug)]
+pub struct RankedTextIndex {
+    ranks: FullIndex,
+    vocab: NdArray,
+    vocab_len: u64,
+    key: KeyType,
+}
+
+impl RankedTextIndex {
+    /// The FULL index of utf8 column `name` that the catalog describes, when it is
+    /// current (not stale, built at the table's `value_epoch`); `Ok(None)` otherwise, and
+    /// for sidecars that disagree with their descriptor.
+    ///
+    /// # Errors
+    /// IO errors and unreadable frames.
+    pub async fn open(
+        store: &StoreRoot,
+        catalog: &Json,
+        value_epoch: Option<i64>,
+        name: &str,
+    ) -> Result<Option<RankedTextIndex>> {
+        let Some(full) = full_part(catalog, value_epoch, name) else {
+            return Ok(None);
+        };
+        let Some(rank) = full.get("utf8_rank") else {
+            return Ok(None);
+        };
+        let (Some(vocab_path), Some(vocab_len)) = (
+            sidecar_path(rank, "vocab_path"),
+            rank.get("vocab_len").and_then(Json::as_u64),
+        ) else {
+            return Ok(None);
+        };
+        let int32 = DType::Int {
+            bytes: 4,
+            signed: true,
+            endian: Endian::Little,
+        };
+        let Some(ranks) = FullIndex::open_sorted(store, full, &int32).await? else {
+            return Ok(None);
+        };
+        let Some(vocab) = open_sidecar(store, vocab_path).await? else {
+            return Ok(None);
+        };
+        let Some(key @ KeyType::Text { .. }) = KeyType::of(&vocab.dtype) else {
+            return Ok(None);
+        };
+        if vocab.geometry.shape[0] != vocab_len || vocab.geometry.blockshape[0] == 0 {
+            return Ok(None);
+        }
+        Ok(Some(RankedTextIndex {
+            ranks,
+            vocab,
+            vocab_len,
+            key,
+        }))
+    }
+
+    /// Rows the index describes.
+    pub fn rows(&self) -> u64 {
+        self.ranks.rows
+    }
+
+    /// The number of vocabulary entries `e` (a prefix: the vocabulary is sorted) for
+    /// which `before(e)` holds, by a binary search over the first entries of its blocks
+    /// and then the one block where it ends; `Ok(None)` when the entries read are
+    /// unsorted.
+    async fn partition(
+        &self,
+        before: impl Fn(&IndexKey) -> bool,
+        stats: &mut ReadStats,
+    ) -> Result<Option<u64>> {
+        let block = self.vocab.geometry.blockshape[0];
+        let entry = async |i: u64, stats: &mut ReadStats| -> Result<IndexKey> {
+            Ok(self
+                .key
+                .key(&self.vocab.read_box(&[i..i + 1], stats).await?))
+        };
+        // Blocks 0..lo start with an entry before the point, lo.. do not.
+        let (mut lo, mut hi) = (0, self.vocab_len.div_ceil(block));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(&entry(mid * block, stats).await?) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == 0 {
+            return Ok(Some(0));
+        }
+        let start = (lo - 1) * block;
+        let end = (start + block).min(self.vocab_len);
+        let keys = self
+            .key
+            .keys(&self.vocab.read_box(&[start..end], stats).await?);
+        if keys.windows(2).any(|w| w[0].order(&w[1]).is_gt()) {
+            return Ok(None);
+        }
+        Ok(Some(start + keys.partition_point(before) as u64))
+    }
+
+    /// The rows (ascending) whose value lies between `lo` and `hi`, bounds on text as
+    /// the vocabulary stores it (see the module's notes), or
+    /// `Ok(None)` when they are more than `max_rows` rows or the index cannot tell.
+    ///
+    /// # Errors
+    /// IO and decoding errors.
+    pub async fn rows_between(
+        &self,
+        lo: Bound<IndexKey>,
+        hi: Bound<IndexKey>,
+        max_rows: u64,
+        stats: &mut ReadStats,
+    ) -> Result<Option<Vec<u64>>> {
+        let first = match &lo {
+            Bound::Included(k) => self.partition(|e| e.order(k).is_lt(), stats).await?,
+            Bound::Excluded(k) => self.partition(|e| e.order(k).is_le(), stats).await?,
+            Bound::Unbounded => Some(0),
+        };
+        // Null rows rank `vocab_len` or more: never in a range of values.
+        let end = match &hi {
+            Bound::Included(k) => self.partition(|e| e.order(k).is_le(), stats).await?,
+            Bound::Excluded(k) => self.partition(|e| e.order(k).is_lt(), stats).await?,
+            Bound::Unbounded => Some(self.vocab_len),
+        };
+        let (Some(first), Some(end)) = (first, end) else {
+            return Ok(None);
+        };
+        if first >= end {
+            return Ok(Some(Vec::new()));
+        }
+        let rank = |r: u64| IndexKey::Int(i128::from(r));
+        self.ranks
+            .rows_between(
+                Bound::Included(rank(first)),
+                Bound::Excluded(rank(end)),
+                max_rows,
+                stats,
+            )
+            .await
+    }
+}
