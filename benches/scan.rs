@@ -158,6 +158,34 @@ const QUERIES: &[Query] = &[
         columns: "",
     },
     Query {
+        name: "skus: sku = one value (string, FULL index)",
+        sql: "SELECT sku, qty FROM skus_{c} WHERE sku = 'S000864199'",
+        check: Check::Rows(1),
+        floor: &[],
+        columns: "",
+    },
+    Query {
+        name: "skus: ref = one value (utf8, FULL index by rank)",
+        sql: "SELECT ref, qty FROM skus_{c} WHERE ref = 'S000864199'",
+        check: Check::Rows(1),
+        floor: &[],
+        columns: "",
+    },
+    Query {
+        name: "skus: sku LIKE a prefix (string, FULL index)",
+        sql: "SELECT count(*), sum(qty) FROM skus_{c} WHERE sku LIKE 'S0008641%'",
+        check: Check::Same,
+        floor: &[],
+        columns: "",
+    },
+    Query {
+        name: "skus: at = one timestamp (BUCKET index)",
+        sql: "SELECT sku, at FROM skus_{c} WHERE at = to_timestamp_millis(1700000864000)",
+        check: Check::Rows(1),
+        floor: &[],
+        columns: "",
+    },
+    Query {
         name: "grid: sum(value) (full scan, 67 M)",
         sql: "SELECT sum(value) FROM grid_{c}",
         check: Check::Same,
@@ -424,10 +452,11 @@ fn many_files_table(rt: &tokio::runtime::Runtime, threads: usize, only: &str) ->
 }
 
 const CODECS: [&str; 2] = ["zstd", "lz4"];
-const DATASETS: [(&str, &str); 7] = [
+const DATASETS: [(&str, &str); 8] = [
     ("walk", "b2nd"),
     ("ticks", "b2d"),
     ("orders", "b2d"),
+    ("skus", "b2d"),
     ("grid", "b2nd"),
     ("tiles", "b2nd"),
     ("names", "b2d"),

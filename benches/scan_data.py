@@ -19,6 +19,10 @@ each data set twice: with the defaults (ZSTD, shuffle) and with LZ4 (shuffle):
                            order) with a FULL index, price float64, qty int32, code int64
                            (another such permutation) with a BUCKET index (the default
                            kind); default chunking
+    skus-{zstd,lz4}.b2d    CTable of 10,000,000 rows in no order: sku (string, <U10,
+                           'S' + 9 digits, distinct) with a FULL index, ref (utf8, the
+                           same text) with a FULL index (ranks), at (timestamp ms, distinct
+                           seconds) with a BUCKET index, qty int32
     parts-{zstd,lz4}/      the walk again as 200 files part-000.b2nd … part-199.b2nd of
                            50,000 values each (chunks of 10,000): a table of many small
                            files
@@ -44,6 +48,14 @@ class Order:
     price: float = blosc2.field(blosc2.float64())
     qty: int = blosc2.field(blosc2.int32())
     code: int = blosc2.field(blosc2.int64())
+
+
+@dataclass
+class Sku:
+    sku: str = blosc2.field(blosc2.string(max_length=10))
+    ref: str = blosc2.field(blosc2.utf8())
+    at: int = blosc2.field(blosc2.timestamp(unit="ms"))
+    qty: int = blosc2.field(blosc2.int32())
 
 
 @dataclass
@@ -128,6 +140,21 @@ def main(out):
                       "code": o.permutation(N).astype("<i8") * 7})
             t.create_index("id", kind=blosc2.IndexKind.FULL)
             t.create_index("code")
+            t.close()
+        p = os.path.join(out, f"skus-{name}.b2d")
+        if not os.path.exists(os.path.join(p, "_indexes", "at")):
+            o = np.random.default_rng(11)
+            skus = np.char.add("S", np.char.zfill((o.permutation(N) * 7).astype("<U9"), 9))
+            t = blosc2.CTable(Sku, urlpath=p, mode="w", expected_size=N, cparams=cparams)
+            step = 1_000_000
+            at = o.permutation(N).astype("<i8") * 1000 + 1_700_000_000_000
+            qty = o.integers(1, 1000, N).astype("<i4")
+            for a in range(0, N, step):
+                t.extend({"sku": skus[a:a + step], "ref": skus[a:a + step].tolist(),
+                          "at": at[a:a + step], "qty": qty[a:a + step]})
+            t.create_index("sku", kind=blosc2.IndexKind.FULL)
+            t.create_index("ref", kind=blosc2.IndexKind.FULL)
+            t.create_index("at")
             t.close()
         p = os.path.join(out, f"grid-{name}.b2nd")
         if not os.path.exists(p):

@@ -1716,6 +1716,22 @@ async fn indexes_on_timestamps_and_text_find_their_rows() {
         };
         same_rows(&ctx, ("kx", "kx_plain"), &where_).await;
     }
+    // Exact extrema from the block summaries, which hold int64 for timestamps.
+    for col in ["ts", "tb", "tp", "s", "sb", "sp"] {
+        let sql = format!("SELECT min({col}) AS lo, max({col}) AS hi FROM kx");
+        let plan = explain(&ctx, &sql).await;
+        assert!(!plan.contains("Blosc2Exec"), "{sql}\n{plan}");
+        let mut answers = Vec::new();
+        for sql in [sql.clone(), sql.replace(" kx", " kx_plain")] {
+            let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+            answers.push(
+                datafusion::arrow::util::pretty::pretty_format_batches(&b)
+                    .unwrap()
+                    .to_string(),
+            );
+        }
+        assert_eq!(answers[0], answers[1], "{sql}");
+    }
     // A prefix pruned by the lookups: the units holding no value starting with it.
     let plan = explain(&ctx, "SELECT * FROM kx WHERE s LIKE 'w12%'").await;
     let want = 16
