@@ -274,9 +274,12 @@ impl ChunkLocalIndex {
             }
             Bound::Unbounded => Bound::Unbounded,
         };
-        let mut out: Vec<Range<u64>> = Vec::new();
-        let mut covered = 0u64;
         let nchunks = self.rows.div_ceil(self.chunk_len);
+        // Per chunk, the segments whose values may lie in the range (NaN left out of the
+        // records). Those strictly between its first and last hold such values alone:
+        // more rows than wanted is known before any is read.
+        let mut spans = Vec::new();
+        let mut sure = 0u64;
         for c in 0..nchunks {
             let base = c * self.chunk_len;
             let items = (self.rows - base).min(self.chunk_len);
@@ -285,12 +288,20 @@ impl ChunkLocalIndex {
             let Some(records) = self.nav.get(at..at + nseg.min(self.segments_per_chunk)) else {
                 return Ok(None);
             };
-            // Segments whose values may lie in the range (NaN left out of the records).
             let s0 = records.partition_point(|(_, end)| below(end, &lo));
             let s1 = records.partition_point(|(start, _)| !above_hi(start));
-            if s0 >= s1 {
-                continue;
+            if s0 < s1 {
+                let inner = (s1 - s0).saturating_sub(2) as u64;
+                sure = sure.saturating_add(inner.saturating_mul(self.segment_len));
+                spans.push((base, items, s0, s1));
             }
+        }
+        if sure > max_rows {
+            return Ok(None);
+        }
+        let mut out: Vec<Range<u64>> = Vec::new();
+        let mut covered = 0u64;
+        for (base, items, s0, s1) in spans {
             let at_segment = |s: usize| {
                 base.saturating_add((s as u64).saturating_mul(self.segment_len))
                     .min(base + items)

@@ -160,6 +160,12 @@ impl FullIndex {
         // hold NaN.
         let first = self.blocks.partition_point(|(_, end)| below_lo(end));
         let last = self.blocks.partition_point(|(start, _)| !above_hi(start));
+        // The blocks strictly between the first and the last hold values in the range
+        // alone: more rows than wanted is known before any is read.
+        let sure = (last.saturating_sub(first).saturating_sub(2) as u64) * self.block_len;
+        if sure > max_rows {
+            return Ok(None);
+        }
         let mut spans = vec![(first as u64, last.max(first) as u64, false)];
         if matches!(self.key, KeyType::Float { .. }) {
             let nan = self.blocks.partition_point(|(_, end)| !end.is_nan());

@@ -4,7 +4,10 @@
 //! BY … LIMIT k`) sends the threshold its heap has reached (`dim_0 > 8180`). Before the
 //! scan reads a unit, [`DynamicPruning::keeps`] checks the filter's current state against
 //! the unit's statistics — its coordinate box, and the value statistics value pruning
-//! uses ([`super::prune`]) — and skips units no row of which can pass.
+//! uses ([`super::prune`]) — and skips units no row of which can pass. A CTable's
+//! indexes are looked up for the filter's state once per generation
+//! ([`super::index_lookup`]): a join's keys (`k IN (3, 7, 90)`) find the few units
+//! holding them, a TopK's narrowing threshold the units holding values past it.
 //!
 //! A table's scan also reads the columns its filters name first ([`Probe`]) and decodes
 //! its other columns only for units where some row passes.
@@ -12,7 +15,7 @@
 //! The filters stay with the operators that sent them (reported not pushed down): a kept
 //! unit's rows are still filtered there, so skipping only ever saves work.
 
-use super::index_lookup::prune_by_column_indexes;
+use super::index_lookup::{IndexFinds, index_finds, prune_by_finds};
 use super::prune::{IndexCache, PruneReport, prune_units};
 use super::zone_maps::ZoneMaps;
 use crate::array::ndarray::ReadStats;
@@ -52,6 +55,8 @@ pub struct DynamicPruning {
     current: Mutex<Option<Snapshot>>,
     /// An array's coordinate box the filters allow, for one generation.
     coordinates: Mutex<Option<(u64, Vec<Range<u64>>)>>,
+    /// What a table's indexes find for the filters, for one generation.
+    finds: Mutex<Option<(u64, Option<Arc<IndexFinds>>)>>,
 }
 
 /// The filters' state of one generation.
@@ -90,6 +95,7 @@ impl DynamicPruning {
             summaries,
             current: Mutex::new(None),
             coordinates: Mutex::new(None),
+            finds: Mutex::new(None),
         }
     }
 
@@ -117,7 +123,39 @@ impl DynamicPruning {
     /// Snapshotting a filter, reading a SUMMARY sidecar, or evaluating the predicate.
     pub async fn keeps(&self, unit: &ZonedUnit) -> Result<bool> {
         let (kept, _) = self.prune(vec![unit.clone()]).await?;
-        Ok(!kept.is_empty())
+        if kept.is_empty() {
+            return Ok(false);
+        }
+        Ok(self.index_finds().await?.is_none_or(|f| f.holds(unit)))
+    }
+
+    /// What a table's indexes find for the filters' current state
+    /// ([`super::index_lookup::index_finds`]: a join's keys, a TopK's threshold), looked
+    /// up once per generation.
+    ///
+    /// # Errors
+    /// Snapshotting a filter, reading an index.
+    async fn index_finds(&self) -> Result<Option<Arc<IndexFinds>>> {
+        if !matches!(&*self.ds, Dataset::Table(_)) {
+            return Ok(None);
+        }
+        let snapshot = self.snapshot()?;
+        let lock = || self.finds.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, f)) = lock().as_ref()
+            && *g == snapshot.generation
+        {
+            return Ok(f.clone());
+        }
+        // Two scans meeting a new generation at once may both look it up.
+        let finds = match &snapshot.predicate {
+            Some(p) => index_finds(&self.ds, &self.stored, p.orig_expr(), &self.summaries)
+                .await
+                .map_err(super::to_df)?
+                .map(Arc::new),
+            None => None,
+        };
+        *lock() = Some((snapshot.generation, finds.clone()));
+        Ok(finds)
     }
 
     /// The units of `units` the filters' current state does not rule out, and what
@@ -156,19 +194,8 @@ impl DynamicPruning {
         units: Vec<ZonedUnit>,
     ) -> Result<(Vec<ZonedUnit>, PruneReport)> {
         let (units, report) = self.prune(units).await?;
-        let Some(predicate) = self.snapshot()?.predicate else {
-            return Ok((units, report));
-        };
-        prune_by_column_indexes(
-            &self.ds,
-            &self.stored,
-            units,
-            report,
-            predicate.orig_expr(),
-            &self.summaries,
-        )
-        .await
-        .map_err(super::to_df)
+        let finds = self.index_finds().await?;
+        Ok(prune_by_finds(units, report, finds.as_deref()))
     }
 
     /// `unit` cut to the coordinate box the filters' current state allows (an array's:

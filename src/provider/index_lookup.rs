@@ -15,7 +15,7 @@
 use super::prune::{IndexCache, PruneReport, cached_column_index, cached_summary, kept_units};
 use crate::array::full_index::IndexKey;
 use crate::array::ndarray::ReadStats;
-use crate::array::summary::{FLAG_ALL_NAN, FLAG_HAS_NAN};
+use crate::array::summary::{ColumnSummary, FLAG_ALL_NAN, FLAG_HAS_NAN};
 use crate::arrow_reader::reader::ScanUnit;
 use crate::arrow_reader::zones::ZonedUnit;
 use crate::dataset::Dataset;
@@ -186,17 +186,24 @@ fn comparison(e: &BinaryExpr, schema: &Schema) -> Option<(String, Allowed)> {
     Some((col.name().to_string(), vec![range]))
 }
 
-/// Both `a` and `b`: their intersection when each is one range, else the one of fewer
-/// ranges (a superset of what both allow).
+/// Both `a` and `b`: their intersection when one is a single range (a join's dynamic
+/// filter `k >= 3 AND k <= 90 AND k IN (3, 7, 90)` is the three keys), else the one of
+/// fewer ranges (a superset of what both allow).
 fn both(a: Allowed, b: Allowed) -> Allowed {
-    match (a.as_slice(), b.as_slice()) {
-        ([(l0, h0)], [(l1, h1)]) => vec![(
-            tighter(l0.clone(), l1.clone(), false),
-            tighter(h0.clone(), h1.clone(), true),
-        )],
-        _ if a.len() <= b.len() => a,
-        _ => b,
-    }
+    let (one, many) = match (a.len(), b.len()) {
+        (1, _) => (&a[0], &b),
+        (_, 1) => (&b[0], &a),
+        _ if a.len() <= b.len() => return a,
+        _ => return b,
+    };
+    many.iter()
+        .map(|(l, h)| {
+            (
+                tighter(l.clone(), one.0.clone(), false),
+                tighter(h.clone(), one.1.clone(), true),
+            )
+        })
+        .collect()
 }
 
 /// What `e` allows, when it bounds one column and nothing else: a comparison with a
@@ -286,27 +293,66 @@ fn overlaps(ranges: &[Range<u64>], r: &Range<u64>) -> bool {
     i < ranges.len() && ranges[i].start < r.end
 }
 
-/// Drops the units of a CTable scan that hold no row an index finds for the conjuncts
-/// of `filter` (see the module's notes), and says so in `report` (source `index`).
+/// What one column's index found for the filter's conjuncts on it.
+#[derive(Debug)]
+struct ColumnFinds {
+    /// Row ranges holding every row found (ascending, disjoint).
+    rows: Vec<Range<u64>>,
+    /// Rows the index describes: rows past them were written after it.
+    index_rows: u64,
+    /// For a float column whose index does not find NaN rows: its block summaries,
+    /// whose flags tell the blocks holding one.
+    nan_blocks: Option<Arc<ColumnSummary>>,
+}
+
+impl ColumnFinds {
+    /// Whether rows `r` may hold a row the filter keeps.
+    fn holds(&self, r: &Range<u64>) -> bool {
+        r.end > self.index_rows
+            || overlaps(&self.rows, r)
+            || self.nan_blocks.as_ref().is_some_and(|s| {
+                s.segments_for(r.start, r.end)
+                    .any(|i| s.flags(i) & (FLAG_HAS_NAN | FLAG_ALL_NAN) != 0)
+            })
+    }
+}
+
+/// What a CTable's indexes found for a filter: the units holding none of the rows found
+/// for some column hold no row the filter keeps.
+#[derive(Debug)]
+pub struct IndexFinds {
+    columns: Vec<ColumnFinds>,
+}
+
+impl IndexFinds {
+    /// False when `unit` holds no row the indexes found for some column (and so no row
+    /// passing the filter).
+    pub fn holds(&self, unit: &ZonedUnit) -> bool {
+        match &unit.unit {
+            ScanUnit::Rows(r) => self.columns.iter().all(|c| c.holds(r)),
+            _ => true,
+        }
+    }
+}
+
+/// Looks up the conjuncts of `filter` that bound one indexed column of a CTable (see
+/// the module's notes); `None` when no index was used.
 ///
 /// # Errors
 /// Reading an index.
-pub async fn prune_by_column_indexes(
+pub async fn index_finds(
     ds: &Dataset,
     schema: &Schema,
-    units: Vec<ZonedUnit>,
-    mut report: PruneReport,
     filter: &Arc<dyn PhysicalExpr>,
     cache: &IndexCache,
-) -> crate::Result<(Vec<ZonedUnit>, PruneReport)> {
+) -> crate::Result<Option<IndexFinds>> {
     let Dataset::Table(t) = ds else {
-        return Ok((units, report));
+        return Ok(None);
     };
     let mut allowed = BTreeMap::new();
     allowed_by_conjuncts(filter, schema, &mut allowed);
-    let mut keep = vec![true; units.len()];
     let max_rows = t.physical_rows / 4;
-    let mut used = false;
+    let mut columns = Vec::new();
     for (name, a) in allowed {
         let Ok(col) = schema.index_of(&name) else {
             continue;
@@ -347,31 +393,47 @@ pub async fn prune_by_column_indexes(
                 }
             }
         }
-        if !found {
-            continue;
-        }
-        let rows = merged(rows);
-        used = true;
-        for (u, k) in units.iter().zip(keep.iter_mut()) {
-            let ScanUnit::Rows(r) = &u.unit else {
-                continue;
-            };
-            // Rows past the index (written after it) are kept, and blocks with NaN when
-            // the index does not find them.
-            let holds = r.end > index.rows()
-                || overlaps(&rows, r)
-                || nan_blocks.as_ref().is_some_and(|s| {
-                    s.segments_for(r.start, r.end)
-                        .any(|i| s.flags(i) & (FLAG_HAS_NAN | FLAG_ALL_NAN) != 0)
-                });
-            *k &= holds;
+        if found {
+            columns.push(ColumnFinds {
+                rows: merged(rows),
+                index_rows: index.rows(),
+                nan_blocks,
+            });
         }
     }
-    if !used {
-        return Ok((units, report));
-    }
+    Ok((!columns.is_empty()).then_some(IndexFinds { columns }))
+}
+
+/// Drops the units of a CTable scan that hold no row an index finds for the conjuncts
+/// of `filter` ([`index_finds`]), and says so in `report` (source `index`).
+///
+/// # Errors
+/// Reading an index.
+pub async fn prune_by_column_indexes(
+    ds: &Dataset,
+    schema: &Schema,
+    units: Vec<ZonedUnit>,
+    report: PruneReport,
+    filter: &Arc<dyn PhysicalExpr>,
+    cache: &IndexCache,
+) -> crate::Result<(Vec<ZonedUnit>, PruneReport)> {
+    let finds = index_finds(ds, schema, filter, cache).await?;
+    Ok(prune_by_finds(units, report, finds.as_ref()))
+}
+
+/// Drops the units holding no row `finds` found, and says so in `report` (source
+/// `index`); all are kept when nothing was looked up.
+pub fn prune_by_finds(
+    units: Vec<ZonedUnit>,
+    mut report: PruneReport,
+    finds: Option<&IndexFinds>,
+) -> (Vec<ZonedUnit>, PruneReport) {
+    let Some(finds) = finds else {
+        return (units, report);
+    };
+    let keep: Vec<bool> = units.iter().map(|u| finds.holds(u)).collect();
     report.sources.push("index");
-    Ok(kept_units(units, &keep, report))
+    kept_units(units, &keep, report)
 }
 
 #[cfg(test)]
