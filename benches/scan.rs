@@ -186,6 +186,22 @@ const QUERIES: &[Query] = &[
         columns: "",
     },
     Query {
+        name: "orders: join on id with 5 keys (dynamic filter, FULL index)",
+        sql: "SELECT count(*), sum(o.price) FROM orders_{c} o \
+              JOIN (VALUES (7), (700007), (864199), (69999993), (3500000)) k(id) ON o.id = k.id",
+        check: Check::Same,
+        floor: &[],
+        columns: "",
+    },
+    Query {
+        name: "skus: join on sku with 3 keys (dynamic filter, FULL index)",
+        sql: "SELECT count(*), sum(s.qty) FROM skus_{c} s \
+              JOIN (VALUES ('S000864199'), ('S000000007'), ('S069999993')) k(sku) ON s.sku = k.sku",
+        check: Check::Same,
+        floor: &[],
+        columns: "",
+    },
+    Query {
         name: "grid: sum(value) (full scan, 67 M)",
         sql: "SELECT sum(value) FROM grid_{c}",
         check: Check::Same,

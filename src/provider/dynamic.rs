@@ -122,11 +122,13 @@ impl DynamicPruning {
     /// # Errors
     /// Snapshotting a filter, reading a SUMMARY sidecar, or evaluating the predicate.
     pub async fn keeps(&self, unit: &ZonedUnit) -> Result<bool> {
-        let (kept, _) = self.prune(vec![unit.clone()]).await?;
-        if kept.is_empty() {
+        // The index's finds first: looked up once per generation, they rule most units
+        // out before their statistics are assembled.
+        if self.index_finds().await?.is_some_and(|f| !f.holds(unit)) {
             return Ok(false);
         }
-        Ok(self.index_finds().await?.is_none_or(|f| f.holds(unit)))
+        let (kept, _) = self.prune(vec![unit.clone()]).await?;
+        Ok(!kept.is_empty())
     }
 
     /// What a table's indexes find for the filters' current state

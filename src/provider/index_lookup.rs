@@ -1,10 +1,12 @@
 //! Value pruning by python-blosc2 indexes that find rows: FULL
-//! ([`crate::array::full_index`]), PARTIAL and BUCKET ([`crate::array::chunk_local_index`]).
+//! ([`crate::array::full_index`]), PARTIAL and BUCKET ([`crate::array::chunk_local_index`]),
+//! and a utf8 column's FULL by rank ([`crate::array::ranked_text_index`]).
 //! A filter's conjuncts that bound one indexed column (`x = 5`, `x BETWEEN 1 AND 9`,
-//! `x > 2.5`, `x IN (1, 7)`, `OR`s of these) are looked up in the column's index, and the
-//! scan units holding none of the rows found are dropped. Where the summaries of blocks
-//! help only columns whose values cluster, this finds the few blocks of an unsorted
-//! column that hold a value.
+//! `x > 2.5`, `x IN (1, 7)`, `name LIKE 'ab%'`, `OR`s of these; numbers, text, and
+//! timestamps in the column's unit) are looked up in the column's index, and the scan
+//! units holding none of the rows found are dropped. Where the summaries of blocks help
+//! only columns whose values cluster, this finds the few blocks of an unsorted column
+//! that hold a value. Dynamic filters are looked up too ([`super::dynamic`]).
 //!
 //! Only what the index proves is dropped: a lookup that would find more than a quarter
 //! of the rows, or an index that is stale or unreadable, drops nothing; rows written
