@@ -24,7 +24,6 @@ use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
 use crate::error::Result;
 use serde_json::Value as Json;
-use std::cmp::Ordering;
 use std::ops::{Bound, Range};
 
 /// The bits `b` of a float `width` bits wide with the low `lossy` bits of their
@@ -307,20 +306,14 @@ impl ChunkLocalIndex {
                     .min(base + items)
             };
             let (v0, v1) = (at_segment(s0), at_segment(s1));
-            let keys: Vec<IndexKey> = self
-                .key
-                .keys(&self.values.read_box(&[v0..v1], stats).await?)
-                .into_iter()
-                .map(|k| self.searched(k))
-                .collect();
-            if keys
-                .windows(2)
-                .any(|w| w[0].order(&w[1]) == Ordering::Greater)
-            {
+            let b = self.values.read_box(&[v0..v1], stats).await?;
+            if !self.key.is_sorted(&b, |k| self.searched(k)) {
                 return Ok(None);
             }
-            let i0 = keys.partition_point(|k| below(k, &stored_lo));
-            let i1 = i0 + keys[i0..].partition_point(|k| !above_hi(k));
+            let key = self.key;
+            let i0 = key.partition_point(&b, |k| below(&self.searched(k), &stored_lo));
+            let rest = &b[i0 * key.size()..];
+            let i1 = i0 + key.partition_point(rest, |k| !above_hi(&self.searched(k)));
             if i0 >= i1 {
                 continue;
             }

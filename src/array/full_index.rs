@@ -180,20 +180,20 @@ impl FullIndex {
             if v1 - v0 > MAX_VALUES_READ {
                 return Ok(None);
             }
-            let keys = self
-                .key
-                .keys(&self.values.read_box(&[v0..v1], stats).await?);
-            if keys
-                .windows(2)
-                .any(|w| w[0].order(&w[1]) == Ordering::Greater)
-            {
+            let b = self.values.read_box(&[v0..v1], stats).await?;
+            if !self.key.is_sorted(&b, |k| k) {
                 return Ok(None);
             }
+            let key = self.key;
             let (i0, i1) = if nan {
-                (keys.partition_point(|k| !k.is_nan()), keys.len())
+                (
+                    key.partition_point(&b, |k| !k.is_nan()),
+                    b.len() / key.size(),
+                )
             } else {
-                let i0 = keys.partition_point(|k| below_lo(k));
-                (i0, i0 + keys[i0..].partition_point(|k| !above_hi(k)))
+                let i0 = key.partition_point(&b, |k| below_lo(&k));
+                let rest = &b[i0 * key.size()..];
+                (i0, i0 + key.partition_point(rest, |k| !above_hi(&k)))
             };
             ranges.push(v0 + i0 as u64..v0 + i1 as u64);
         }

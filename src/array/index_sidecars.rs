@@ -76,6 +76,17 @@ pub(crate) async fn nav_records(
     ))
 }
 
+/// The code points of a NumPy `<U` element (UCS-4, little-endian), trailing NULs left
+/// out: their order is the order of the strings.
+fn code_points(e: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    let units = e.len() / 4;
+    let nul = |i: usize| e[4 * i..4 * i + 4] == [0; 4];
+    let len = (0..units).rev().find(|&i| !nul(i)).map_or(0, |i| i + 1);
+    e[..4 * len]
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+}
+
 /// Bounds on text values as they bound the values a NumPy `<U` sidecar stores: NumPy
 /// drops a string's trailing NULs, so `'a\0'` is stored as `'a'`. Dropping them keeps
 /// the order (never turns `x <= y` into the reverse), so every value within `lo..hi` is
@@ -270,8 +281,46 @@ impl KeyType {
         }
     }
 
-    pub(crate) fn keys(&self, b: &[u8]) -> Vec<IndexKey> {
-        b.chunks_exact(self.size()).map(|e| self.key(e)).collect()
+    /// Whether the elements in `b` are sorted, compared as `map` makes their keys (text:
+    /// by their code points, without building a string per element; `map` is not
+    /// applied).
+    pub(crate) fn is_sorted(&self, b: &[u8], map: impl Fn(IndexKey) -> IndexKey) -> bool {
+        let size = self.size();
+        let mut elems = b.chunks_exact(size);
+        if let KeyType::Text { .. } = self {
+            return elems
+                .clone()
+                .zip(elems.skip(1))
+                .all(|(x, y)| code_points(x).cmp(code_points(y)).is_le());
+        }
+        let Some(first) = elems.next() else {
+            return true;
+        };
+        let mut prev = map(self.key(first));
+        for e in elems {
+            let k = map(self.key(e));
+            if prev.order(&k).is_gt() {
+                return false;
+            }
+            prev = k;
+        }
+        true
+    }
+
+    /// The number of elements in `b` (sorted) before the first whose key fails `pred`
+    /// (which holds for a prefix), by a binary search decoding one element per step.
+    pub(crate) fn partition_point(&self, b: &[u8], pred: impl Fn(IndexKey) -> bool) -> usize {
+        let size = self.size();
+        let (mut lo, mut hi) = (0, b.len() / size);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(self.key(&b[mid * size..(mid + 1) * size])) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 }
 
@@ -310,5 +359,40 @@ mod tests {
             IndexKey::Int(u64::MAX as i128)
         );
         assert_eq!(IndexKey::Int(3).order(&f(2.5)), Ordering::Greater);
+    }
+
+    /// NumPy `<U3` elements: sorted by code points with trailing NULs left out, as the
+    /// strings they read as; searched one element per step.
+    #[test]
+    fn text_elements_sort_and_search_as_strings() {
+        let ucs4 = |s: &[u32]| -> Vec<u8> {
+            let mut e: Vec<u8> = s.iter().flat_map(|c| c.to_le_bytes()).collect();
+            e.resize(12, 0);
+            e
+        };
+        let t = KeyType::Text { chars: 3 };
+        // "", "a", "a" (stored from "a\0"), "a\0b", "ab", "é", "😀"
+        let elems: Vec<&[u32]> = vec![
+            &[],
+            &[97],
+            &[97, 0],
+            &[97, 0, 98],
+            &[97, 98],
+            &[233],
+            &[0x1F600],
+        ];
+        let b: Vec<u8> = elems.iter().flat_map(|e| ucs4(e)).collect();
+        assert!(t.is_sorted(&b, |k| k));
+        let keys: Vec<IndexKey> = b.chunks_exact(12).map(|e| t.key(e)).collect();
+        assert!(keys.windows(2).all(|w| w[0].order(&w[1]).is_le()));
+        assert_eq!(keys[2], IndexKey::Text("a".into()));
+        assert_eq!(keys[3], IndexKey::Text("a\0b".into()));
+        let text = |s: &str| IndexKey::Text(s.into());
+        assert_eq!(t.partition_point(&b, |k| k.order(&text("a")).is_lt()), 1);
+        assert_eq!(t.partition_point(&b, |k| k.order(&text("a")).is_le()), 3);
+        assert_eq!(t.partition_point(&b, |k| k.order(&text("é")).is_le()), 6);
+        let mut swapped = b.clone();
+        swapped[..24].rotate_left(12);
+        assert!(!t.is_sorted(&swapped, |k| k));
     }
 }

@@ -115,13 +115,13 @@ impl RankedTextIndex {
         }
         let start = (lo - 1) * block;
         let end = (start + block).min(self.vocab_len);
-        let keys = self
-            .key
-            .keys(&self.vocab.read_box(&[start..end], stats).await?);
-        if keys.windows(2).any(|w| w[0].order(&w[1]).is_gt()) {
+        let b = self.vocab.read_box(&[start..end], stats).await?;
+        if !self.key.is_sorted(&b, |k| k) {
             return Ok(None);
         }
-        Ok(Some(start + keys.partition_point(before) as u64))
+        Ok(Some(
+            start + self.key.partition_point(&b, |k| before(&k)) as u64,
+        ))
     }
 
     /// The rows (ascending) whose value lies between `lo` and `hi`, bounds on text as
