@@ -19,7 +19,9 @@ use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
 use crate::error::Result;
 use serde_json::Value as Json;
+use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::Mutex;
 
 /// The opened FULL index of one utf8 column.
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub struct RankedTextIndex {
     vocab: NdArray,
     vocab_len: u64,
     key: KeyType,
+    /// The first entries of the vocabulary's blocks read so far, by block.
+    firsts: Mutex<HashMap<u64, IndexKey>>,
 }
 
 impl RankedTextIndex {
@@ -77,6 +81,7 @@ impl RankedTextIndex {
             vocab,
             vocab_len,
             key,
+            firsts: Mutex::default(),
         }))
     }
 
@@ -95,16 +100,25 @@ impl RankedTextIndex {
         stats: &mut ReadStats,
     ) -> Result<Option<u64>> {
         let block = self.vocab.geometry.blockshape[0];
-        let entry = async |i: u64, stats: &mut ReadStats| -> Result<IndexKey> {
-            Ok(self
+        // The first entry of block `b` (each read decodes the block: kept for the
+        // searches that follow, which pass through the same blocks first).
+        let first = async |b: u64, stats: &mut ReadStats| -> Result<IndexKey> {
+            let lock = || self.firsts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(k) = lock().get(&b) {
+                return Ok(k.clone());
+            }
+            let i = b * block;
+            let k = self
                 .key
-                .key(&self.vocab.read_box(&[i..i + 1], stats).await?))
+                .key(&self.vocab.read_box(&[i..i + 1], stats).await?);
+            lock().insert(b, k.clone());
+            Ok(k)
         };
         // Blocks 0..lo start with an entry before the point, lo.. do not.
         let (mut lo, mut hi) = (0, self.vocab_len.div_ceil(block));
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if before(&entry(mid * block, stats).await?) {
+            if before(&first(mid, stats).await?) {
                 lo = mid + 1;
             } else {
                 hi = mid;
