@@ -145,7 +145,7 @@ fn indexes_json(t: &Table) -> Option<Value> {
             Some(ColumnStorage::Fixed(a)) if a.geometry.ndim() == 1 => Some(a),
             _ => None,
         };
-        let finds_rows = matches!(kind, "full" | "partial" | "bucket")
+        let finds_rows = matches!(kind, "full" | "partial" | "bucket" | "opsi")
             && fixed.is_some_and(|a| KeyType::of(&a.dtype).is_some());
         let ranked = kind == "full"
             && matches!(column.map(|c| &c.storage), Some(ColumnStorage::Utf8 { .. }));

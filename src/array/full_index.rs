@@ -20,10 +20,11 @@ use super::chunk_local_index::ChunkLocalIndex;
 use super::dtype::{DType, Endian};
 pub use super::index_sidecars::IndexKey;
 use super::index_sidecars::{
-    KeyType, above, below, current_descriptor, nav_records, open_sidecar, same_keys, sidecar_path,
-    stored_text_bounds,
+    KeyType, above, below, current_descriptor, index_lower_bound, nav_records, open_sidecar,
+    same_keys, sidecar_path, stored_text_bounds, wants_nan,
 };
 use super::ndarray::{NdArray, ReadStats};
+use super::opsi_index::OpsiIndex;
 use super::ranked_text_index::RankedTextIndex;
 use crate::container::store::StoreRoot;
 use crate::error::Result;
@@ -140,8 +141,9 @@ impl FullIndex {
     }
 
     /// The rows (ascending, deduplicated) whose value lies between `lo` and `hi` by the
-    /// index's order, and for a float column every row holding a NaN (SQL's comparisons
-    /// order some NaN below every number, some above; the index keeps them all last).
+    /// index's order, and for a float column every row holding a NaN when the range may
+    /// hold one ([`wants_nan`]: SQL's comparisons order some NaN below every number, some
+    /// above; the index keeps them all last).
     /// `Ok(None)` when that is more than `max_rows` rows or the sorted values read turn
     /// out unsorted (then the index is not used).
     ///
@@ -167,7 +169,7 @@ impl FullIndex {
             return Ok(None);
         }
         let mut spans = vec![(first as u64, last.max(first) as u64, false)];
-        if matches!(self.key, KeyType::Float { .. }) {
+        if matches!(self.key, KeyType::Float { .. }) && wants_nan(&lo, &hi) {
             let nan = self.blocks.partition_point(|(_, end)| !end.is_nan());
             spans.push((nan as u64, self.blocks.len() as u64, true));
         }
@@ -215,8 +217,9 @@ impl FullIndex {
     }
 }
 
-/// An index that finds the rows of a range of values: FULL, or PARTIAL / BUCKET
-/// ([`ChunkLocalIndex`]).
+/// An index that finds the rows of a range of values: FULL, PARTIAL / BUCKET
+/// ([`ChunkLocalIndex`]), a utf8 column's FULL ([`RankedTextIndex`]) or OPSI
+/// ([`OpsiIndex`]).
 #[derive(Debug)]
 pub enum ColumnIndex {
     /// A FULL index (exact rows; NaN rows included).
@@ -225,6 +228,8 @@ pub enum ColumnIndex {
     ChunkLocal(ChunkLocalIndex),
     /// A utf8 column's FULL index: ranks of its distinct values (exact rows).
     RankedText(Box<RankedTextIndex>),
+    /// An OPSI index (exact rows; NaN rows included).
+    Opsi(OpsiIndex),
 }
 
 impl ColumnIndex {
@@ -234,12 +239,13 @@ impl ColumnIndex {
             ColumnIndex::Full(i) => i.rows,
             ColumnIndex::ChunkLocal(i) => i.rows,
             ColumnIndex::RankedText(i) => i.rows(),
+            ColumnIndex::Opsi(i) => i.rows,
         }
     }
 
     /// True when the rows it finds include those holding NaN.
     pub fn finds_nan(&self) -> bool {
-        matches!(self, ColumnIndex::Full(_))
+        matches!(self, ColumnIndex::Full(_) | ColumnIndex::Opsi(_))
     }
 
     /// Row ranges (ascending, disjoint) holding the rows whose value lies between `lo`
@@ -261,6 +267,7 @@ impl ColumnIndex {
             ColumnIndex::Full(i) => i.key,
             ColumnIndex::ChunkLocal(i) => i.key_type(),
             ColumnIndex::RankedText(_) => KeyType::Text { chars: 1 },
+            ColumnIndex::Opsi(i) => i.key_type(),
         };
         let fits = |b: &Bound<IndexKey>| match b {
             Bound::Included(k) | Bound::Excluded(k) => key.accepts(k),
@@ -270,7 +277,7 @@ impl ColumnIndex {
             return Ok(None);
         }
         // Text as the sidecars store it (NumPy drops trailing NULs).
-        let (lo, hi) = stored_text_bounds(lo, hi);
+        let (lo, hi) = stored_text_bounds(index_lower_bound(lo), hi);
         let single =
             |rows: Option<Vec<u64>>| rows.map(|rows| rows.into_iter().map(|r| r..r + 1).collect());
         match self {
@@ -279,6 +286,7 @@ impl ColumnIndex {
             ColumnIndex::RankedText(i) => {
                 Ok(single(i.rows_between(lo, hi, max_rows, stats).await?))
             }
+            ColumnIndex::Opsi(i) => Ok(single(i.rows_between(lo, hi, max_rows, stats).await?)),
         }
     }
 }

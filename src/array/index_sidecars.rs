@@ -122,6 +122,30 @@ pub(crate) fn same_keys(a: &DType, b: &DType) -> bool {
     a == b || KeyType::of(a).is_some_and(|k| KeyType::of(b) == Some(k))
 }
 
+/// Whether a range may hold NaN in SQL's order, which puts a NaN with the sign bit set
+/// below every number and one without above (indexes keep both last): when it is open
+/// on either side, or bounded by a NaN.
+pub(crate) fn wants_nan(lo: &Bound<IndexKey>, hi: &Bound<IndexKey>) -> bool {
+    let nan_or_open = |b: &Bound<IndexKey>| match b {
+        Bound::Included(k) | Bound::Excluded(k) => k.is_nan(),
+        Bound::Unbounded => true,
+    };
+    nan_or_open(lo) || nan_or_open(hi)
+}
+
+/// A lower bound as the index's order takes it: SQL puts a NaN with the sign bit set
+/// below every number, the index every NaN above, so such a bound bounds nothing.
+pub(crate) fn index_lower_bound(lo: Bound<IndexKey>) -> Bound<IndexKey> {
+    match lo {
+        Bound::Included(IndexKey::Float(f)) | Bound::Excluded(IndexKey::Float(f))
+            if f.is_nan() && f.is_sign_negative() =>
+        {
+            Bound::Unbounded
+        }
+        b => b,
+    }
+}
+
 /// Whether `k` lies below the lower bound `lo` in the index's order.
 pub(crate) fn below(k: &IndexKey, lo: &Bound<IndexKey>) -> bool {
     match lo {

@@ -12,6 +12,7 @@ pub mod geometry;
 pub(crate) mod index_sidecars;
 pub mod item_type;
 pub mod ndarray;
+pub mod opsi_index;
 pub mod pylit;
 pub mod ranked_text_index;
 mod recent;

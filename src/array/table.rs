@@ -12,6 +12,7 @@ use super::dtype::DType;
 use super::full_index::{ColumnIndex, FullIndex};
 use super::item_type::{ArrowSchemaMessage, ItemType};
 use super::ndarray::{NdArray, ReadStats};
+use super::opsi_index::OpsiIndex;
 use super::ranked_text_index::RankedTextIndex;
 use super::summary::ColumnSummary;
 use crate::container::bcolz::{BcolzCarray, ctable_columns};
@@ -741,7 +742,7 @@ impl Table {
     }
 
     /// The index of column `col` that finds the rows of a range of values
-    /// ([`ColumnIndex`]: FULL, PARTIAL or BUCKET; a utf8 column's FULL), when python-blosc2 built one that is
+    /// ([`ColumnIndex`]: FULL, PARTIAL, BUCKET or OPSI; a utf8 column's FULL), when python-blosc2 built one that is
     /// still current and of a type it looks up. Scalar fixed-width columns only.
     ///
     /// # Errors
@@ -763,9 +764,12 @@ impl Table {
         if let Some(i) = FullIndex::open(store, catalog, epoch, name, elem).await? {
             return Ok(Some(ColumnIndex::Full(i)));
         }
-        Ok(ChunkLocalIndex::open(store, catalog, epoch, name, elem)
+        if let Some(i) = ChunkLocalIndex::open(store, catalog, epoch, name, elem).await? {
+            return Ok(Some(ColumnIndex::ChunkLocal(i)));
+        }
+        Ok(OpsiIndex::open(store, catalog, epoch, name, elem)
             .await?
-            .map(ColumnIndex::ChunkLocal))
+            .map(ColumnIndex::Opsi))
     }
 
     /// The store, name and element type of column `col` when python-blosc2's index

@@ -11,11 +11,13 @@
 //! Only what the index proves is dropped: a lookup that would find more than a quarter
 //! of the rows, or an index that is stale or unreadable, drops nothing; rows written
 //! after the index was built are never dropped; NaN rows, which SQL's order puts below or
-//! above every number depending on their sign, are kept (found by a FULL index; for the
-//! others, the blocks the summaries flag holding a NaN). The filter stays with DataFusion.
+//! above every number depending on their sign, are kept for a range open on a side (found
+//! by a FULL or OPSI index; for the others, the blocks the summaries flag holding a NaN).
+//! The filter stays with DataFusion.
 
 use super::prune::{IndexCache, PruneReport, cached_column_index, cached_summary, kept_units};
 use crate::array::full_index::IndexKey;
+use crate::array::index_sidecars::wants_nan;
 use crate::array::ndarray::ReadStats;
 use crate::array::summary::{ColumnSummary, FLAG_ALL_NAN, FLAG_HAS_NAN};
 use crate::arrow_reader::reader::ScanUnit;
@@ -369,13 +371,14 @@ pub async fn index_finds(
         let Some(index) = cached_column_index(t, col, cache).await? else {
             continue;
         };
-        // NaN rows (which some range predicates match) a PARTIAL or BUCKET index does
+        // NaN rows (which ranges open on a side match) a PARTIAL or BUCKET index does
         // not find: the blocks the summaries flag holding one are kept.
         let float = matches!(
             schema.field(col).data_type(),
             DataType::Float16 | DataType::Float32 | DataType::Float64
         );
-        let nan_blocks = match (float, index.finds_nan()) {
+        let nan = a.iter().any(|(lo, hi)| wants_nan(lo, hi));
+        let nan_blocks = match (float && nan, index.finds_nan()) {
             (true, false) => match cached_summary(t, col, cache).await? {
                 Some(s) if s.rows == index.rows() => Some(s),
                 _ => continue,

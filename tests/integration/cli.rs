@@ -647,7 +647,7 @@ fn inspect_lists_indexes_and_their_use() {
     assert_eq!(ix["r"], "full: block summaries, row lookups");
     assert_eq!(ix["rb"], "bucket: block summaries, row lookups");
     assert_eq!(ix["qp"], "partial: block summaries, row lookups");
-    assert_eq!(ix["d"], "opsi: block summaries");
+    assert_eq!(ix["d"], "opsi: block summaries, row lookups");
     assert_eq!(ix["w"], "full: row lookups (by the ranks of its values)");
     let j: serde_json::Value = serde_json::from_str(&ok(&[
         "inspect",

@@ -438,7 +438,7 @@ async fn batch_columns_are_checked_when_read() {
 /// Index sidecars mutated (bytes flipped, files cut): a query whose filter the index is
 /// looked up for answers or fails, and never panics (FULL `r`, BUCKET `rb`, PARTIAL `rp`:
 /// their values, positions, offsets and navigation records; utf8 `w`'s ranks and
-/// vocabulary).
+/// vocabulary; OPSI `d`'s values, positions and block maxima).
 #[tokio::test]
 async fn mutated_index_sidecars_never_panic() {
     use datafusion::prelude::SessionContext;
@@ -459,6 +459,9 @@ async fn mutated_index_sidecars_never_panic() {
         ("w", "_indexes/w/full.values.utf8_vocab.b2nd"),
         ("w", "_indexes/w/full.values.b2nd"),
         ("w", "_indexes/w/full.positions.b2nd"),
+        ("d", "_indexes/d/opsi.opsi_cycle0.values.b2nd"),
+        ("d", "_indexes/d/opsi.opsi_cycle0.positions.b2nd"),
+        ("d", "_indexes/d/opsi.opsi_nav.maxs.b2nd"),
     ];
     let mut cases = 0;
     for (col, target) in targets {
@@ -488,6 +491,7 @@ async fn mutated_index_sidecars_never_panic() {
                     .map_err(|e| e.to_string())?;
                 let sql = match col {
                     "w" => "SELECT count(*) FROM t WHERE w BETWEEN 'w0100' AND 'w0110'".into(),
+                    "d" => "SELECT count(*) FROM t WHERE d BETWEEN 10 AND 12".into(),
                     _ => format!("SELECT count(*) FROM t WHERE {col} BETWEEN -3000 AND 3000"),
                 };
                 ctx.sql(&sql)

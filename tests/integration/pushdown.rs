@@ -1543,7 +1543,7 @@ async fn column_indexes_find_the_blocks_of_unsorted_columns() {
     assert!(!plan.contains("+index"), "{plan}");
     let mut rng = Rng(0x1DE7_0000_0000_0FAB);
     let q_values = [
-        "0.0", "-0.0", "12.25", "-125.0", "124.75", "-187.5", "'NaN'", "'inf'", "'-inf'",
+        "0.0", "-0.0", "12.25", "-125.0", "124.75", "-187.5", "'NaN'", "'-NaN'", "'inf'", "'-inf'",
     ];
     for (r, q, off) in [("r", "q", 0), ("rb", "qb", -6000), ("rp", "qp", -6000)] {
         for _ in 0..60 {
@@ -1589,7 +1589,8 @@ async fn same_rows(ctx: &SessionContext, (pruned, plain): (&str, &str), where_: 
 /// `ctable/indexed-keys.b2d` (4000 rows in 16 units, every column in no order): indexes
 /// over timestamps (`ts` ms UTC FULL, `tb` µs BUCKET, `tp` s PARTIAL), NumPy strings (`s`
 /// FULL, `sb` BUCKET, `sp` PARTIAL) and a nullable utf8 column (`u`, FULL: ranks and a
-/// vocabulary that stores `'a\0'` as `'a'`). An equality keeps exactly the units holding
+/// vocabulary that stores `'a\0'` as `'a'`), and OPSI indexes (`ro` int64, `qo` float64
+/// with NaN of both signs and ±0.0, `so` string). An equality keeps exactly the units holding
 /// the value; random equalities, ranges, lists and `LIKE` prefixes give the answers of the
 /// table with pruning off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1601,15 +1602,15 @@ async fn indexes_on_timestamps_and_text_find_their_rows() {
     register_pruned_and_plain(&one, "kx", "ctable/indexed-keys.b2d").await;
     let b = one
         .sql(
-            "SELECT CAST(ts AS BIGINT), CAST(tb AS BIGINT), CAST(tp AS BIGINT), s, sb, sp, u \
-             FROM kx_plain",
+            "SELECT CAST(ts AS BIGINT), CAST(tb AS BIGINT), CAST(tp AS BIGINT), s, sb, sp, u, \
+             ro, so FROM kx_plain",
         )
         .await
         .unwrap()
         .collect()
         .await
         .unwrap();
-    let (mut ints, mut texts): (Vec<[i64; 3]>, Vec<[Option<String>; 4]>) = (vec![], vec![]);
+    let (mut ints, mut texts): (Vec<[i64; 4]>, Vec<[Option<String>; 5]>) = (vec![], vec![]);
     for b in &b {
         for i in 0..b.num_rows() {
             let int = |c: usize| b.column(c).as_primitive::<Int64Type>().value(i);
@@ -1617,8 +1618,8 @@ async fn indexes_on_timestamps_and_text_find_their_rows() {
                 let a = b.column(c).as_string::<i32>();
                 a.is_valid(i).then(|| a.value(i).to_string())
             };
-            ints.push([int(0), int(1), int(2)]);
-            texts.push([text(3), text(4), text(5), text(6)]);
+            ints.push([int(0), int(1), int(2), int(7)]);
+            texts.push([text(3), text(4), text(5), text(6), text(8)]);
         }
     }
     assert_eq!(ints.len(), 4000);
@@ -1654,21 +1655,25 @@ async fn indexes_on_timestamps_and_text_find_their_rows() {
     let mut rng = Rng(0x7E57_0000_0000_0C75);
     for _ in 0..8 {
         let row = rng.next(4000) as usize;
-        for (c, name) in ["ts", "tb", "tp"].into_iter().enumerate() {
+        for (c, name) in ["ts", "tb", "tp", "ro"].into_iter().enumerate() {
             let v = ints[row][c];
-            let where_ = format!("{name} = {}({v})", ts_sql[c]);
+            let where_ = match name {
+                "ro" => format!("ro = {v}"),
+                _ => format!("{name} = {}({v})", ts_sql[c]),
+            };
             let plan = explain(&ctx, &format!("SELECT * FROM kx WHERE {where_}")).await;
-            let want = 16 - units_holding(&|i| ints[i][c] == v, [1, 4, 1][c]);
+            let want = 16 - units_holding(&|i| ints[i][c] == v, [1, 4, 1, 1][c]);
             assert_eq!(units_pruned(&plan), want, "{where_}\n{plan}");
             assert!(plan.contains("index)"), "{where_}\n{plan}");
         }
-        for (c, name) in ["s", "sb", "sp", "u"].into_iter().enumerate() {
+        for (c, name) in ["s", "sb", "sp", "u", "so"].into_iter().enumerate() {
             let Some(v) = texts[row][c].clone() else {
                 continue;
             };
             let where_ = format!("{name} = {}", quote(&v));
             let plan = explain(&ctx, &format!("SELECT * FROM kx WHERE {where_}")).await;
-            let want = 16 - units_holding(&|i| texts[i][c].as_deref() == Some(&v), [1, 4, 1, 1][c]);
+            let want =
+                16 - units_holding(&|i| texts[i][c].as_deref() == Some(&v), [1, 4, 1, 1, 1][c]);
             assert_eq!(units_pruned(&plan), want, "{where_}\n{plan}");
         }
     }
@@ -1692,16 +1697,27 @@ async fn indexes_on_timestamps_and_text_find_their_rows() {
     let prefixes = [
         "w1", "w12", "t00", "Z", "日", "a", "%", "w_3", "w1%2", "t\\%",
     ];
-    for _ in 0..60 {
+    for _ in 0..90 {
         let row = rng.next(4000) as usize;
         let other = rng.next(4000) as usize;
-        let c = rng.next(4) as usize;
-        let name = ["s", "sb", "sp", "u"][c];
+        let c = rng.next(5) as usize;
+        let name = ["s", "sb", "sp", "u", "so"][c];
         let text = |r: usize| quote(texts[r][c].as_deref().unwrap_or("t0100"));
         let t = rng.next(3) as usize;
         let (tname, tf) = (["ts", "tb", "tp"][t], ts_sql[t]);
         let (v, w) = (ints[row][t], ints[other][t]);
-        let where_ = match rng.next(8) {
+        let q = [
+            "0.0", "-0.0", "12.25", "-125.0", "'NaN'", "'-NaN'", "'inf'", "'-inf'",
+        ][rng.next(8) as usize];
+        let (r, r2) = (ints[row][3], ints[other][3]);
+        let where_ = match rng.next(12) {
+            8 => format!("ro BETWEEN {} AND {}", r.min(r2), r.min(r2) + 30),
+            9 => format!("ro IN ({r}, {r2}, 7)"),
+            10 => format!(
+                "qo {} CAST({q} AS DOUBLE)",
+                ["=", "<", "<=", ">", ">="][rng.next(5) as usize]
+            ),
+            11 => format!("qo BETWEEN CAST({q} AS DOUBLE) AND 3.5"),
             0 => format!("{tname} BETWEEN {tf}({}) AND {tf}({})", v.min(w), v.max(w)),
             1 => format!("{tname} IN ({tf}({v}), {tf}({w}), {tf}({}))", v + 1),
             2 => format!("{tname} > {tf}({v}) AND {tname} < {tf}({})", v + 40_000_000),
