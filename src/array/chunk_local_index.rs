@@ -17,8 +17,7 @@
 
 use super::dtype::DType;
 use super::index_sidecars::{
-    IndexKey, KeyType, above, below, current_descriptor, nav_records, open_sidecar, same_keys,
-    sidecar_path,
+    IndexKey, KeyType, above, below, current_descriptor, nav_records, open_sidecars, same_keys,
 };
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
@@ -100,29 +99,15 @@ impl ChunkLocalIndex {
             return Ok(None);
         };
         let num = |k: &str| b.get(k).and_then(Json::as_u64).filter(|&n| n > 0);
-        let path = |k: &str| sidecar_path(b, k);
         let positions_key = match kind {
             "partial" => "positions_path",
             _ => "bucket_positions_path",
         };
-        let (
-            Some(chunk_len),
-            Some(segment_len),
-            Some(per_chunk),
-            Some(values),
-            Some(positions),
-            Some(offsets),
-            Some(l2),
-        ) = (
+        let (Some(chunk_len), Some(segment_len), Some(per_chunk)) = (
             num("chunk_len"),
             num("nav_segment_len"),
             num("nsegments_per_chunk"),
-            path("values_path"),
-            path(positions_key),
-            path("offsets_path"),
-            path("l2_path"),
-        )
-        else {
+        ) else {
             return Ok(None);
         };
         let lossy_bits = match kind {
@@ -135,12 +120,8 @@ impl ChunkLocalIndex {
         if lossy_bits >= 8 * key.size() as u64 || per_chunk > 1 << 20 {
             return Ok(None);
         }
-        let (Some(values), Some(positions), Some(offsets), Some(nav)) = (
-            open_sidecar(store, values).await?,
-            open_sidecar(store, positions).await?,
-            open_sidecar(store, offsets).await?,
-            open_sidecar(store, l2).await?,
-        ) else {
+        let keys = ["values_path", positions_key, "offsets_path", "l2_path"];
+        let Some([values, positions, offsets, nav]) = open_sidecars(store, b, keys).await? else {
             return Ok(None);
         };
         if !same_keys(&values.dtype, elem) {

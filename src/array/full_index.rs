@@ -17,11 +17,11 @@
 //! ranks of its values ([`RankedTextIndex`]).
 
 use super::chunk_local_index::ChunkLocalIndex;
-use super::dtype::{DType, Endian};
+use super::dtype::DType;
 pub use super::index_sidecars::IndexKey;
 use super::index_sidecars::{
-    KeyType, above, below, current_descriptor, index_lower_bound, nav_records, open_sidecar,
-    same_keys, sidecar_path, stored_text_bounds, wants_nan,
+    KeyType, POSITION, above, below, current_descriptor, index_lower_bound, nav_records,
+    open_sidecars, position, same_keys, stored_text_bounds, wants_nan,
 };
 use super::ndarray::{NdArray, ReadStats};
 use super::opsi_index::OpsiIndex;
@@ -93,28 +93,14 @@ impl FullIndex {
         let Some(key) = KeyType::of(elem) else {
             return Ok(None);
         };
-        let path = |k: &str| sidecar_path(full, k);
-        let (Some(values), Some(positions), Some(l2)) =
-            (path("values_path"), path("positions_path"), path("l2_path"))
-        else {
-            return Ok(None);
-        };
-        let (Some(values), Some(positions), Some(nav)) = (
-            open_sidecar(store, values).await?,
-            open_sidecar(store, positions).await?,
-            open_sidecar(store, l2).await?,
-        ) else {
+        let keys = ["values_path", "positions_path", "l2_path"];
+        let Some([values, positions, nav]) = open_sidecars(store, full, keys).await? else {
             return Ok(None);
         };
         let rows = values.geometry.shape[0];
-        let int64 = DType::Int {
-            bytes: 8,
-            signed: true,
-            endian: Endian::Little,
-        };
         let block_len = values.geometry.blockshape[0];
         if !same_keys(&values.dtype, elem)
-            || positions.dtype != int64
+            || positions.dtype != POSITION
             || positions.geometry.shape[0] != rows
             || block_len == 0
             || nav.geometry.shape[0] != rows.div_ceil(block_len)
@@ -206,10 +192,7 @@ impl FullIndex {
         let mut rows = Vec::with_capacity(total as usize);
         for r in ranges.into_iter().filter(|r| r.start < r.end) {
             let b = self.positions.read_box(&[r], stats).await?;
-            rows.extend(
-                b.chunks_exact(8)
-                    .map(|p| i64::from_le_bytes(p.try_into().expect("8 bytes")) as u64),
-            );
+            rows.extend((0..b.len() / 8).map(|i| position(&b, i)));
         }
         rows.sort_unstable();
         rows.dedup();

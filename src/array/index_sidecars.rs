@@ -11,6 +11,18 @@ use serde_json::Value as Json;
 use std::cmp::Ordering;
 use std::ops::Bound;
 
+/// The element type of the sidecars holding rows (`positions`): int64, little-endian.
+pub(crate) const POSITION: DType = DType::Int {
+    bytes: 8,
+    signed: true,
+    endian: Endian::Little,
+};
+
+/// The row at element `i` of a block of positions read from such a sidecar.
+pub(crate) fn position(b: &[u8], i: usize) -> u64 {
+    i64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes")) as u64
+}
+
 /// The catalog's descriptor of column `name` when it is current: not stale, and built
 /// at the table's `value_epoch` (when the table records one).
 pub(crate) fn current_descriptor<'a>(
@@ -27,7 +39,7 @@ pub(crate) fn current_descriptor<'a>(
 
 /// The sidecar path under `key` of a descriptor's part (`None` when absent, or when it
 /// would leave the table's store).
-pub(crate) fn sidecar_path<'a>(part: &'a Json, key: &str) -> Option<&'a str> {
+fn sidecar_path<'a>(part: &'a Json, key: &str) -> Option<&'a str> {
     part.get(key)
         .and_then(Json::as_str)
         .filter(|p| !p.contains(".."))
@@ -38,11 +50,34 @@ pub(crate) fn sidecar_path<'a>(part: &'a Json, key: &str) -> Option<&'a str> {
 ///
 /// # Errors
 /// IO errors and unreadable frames.
-pub(crate) async fn open_sidecar(store: &StoreRoot, rel: &str) -> Result<Option<NdArray>> {
+async fn open_sidecar(store: &StoreRoot, rel: &str) -> Result<Option<NdArray>> {
     Ok(match store.open_frame(rel).await? {
         Some(f) => Some(NdArray::from_frame(f, None)?).filter(|a| a.geometry.ndim() == 1),
         None => None,
     })
+}
+
+/// The 1-D sidecar frames whose paths a descriptor's `part` names under `keys`, in
+/// order; `None` when a path is missing, leaves the store, or names no 1-D frame.
+///
+/// # Errors
+/// IO errors and unreadable frames.
+pub(crate) async fn open_sidecars<const N: usize>(
+    store: &StoreRoot,
+    part: &Json,
+    keys: [&str; N],
+) -> Result<Option<[NdArray; N]>> {
+    let mut out = Vec::with_capacity(N);
+    for k in keys {
+        let Some(rel) = sidecar_path(part, k) else {
+            return Ok(None);
+        };
+        match open_sidecar(store, rel).await? {
+            Some(a) => out.push(a),
+            None => return Ok(None),
+        }
+    }
+    Ok(out.try_into().ok())
 }
 
 /// The `{start, end}` records of navigation sidecar `nav`, whose fields are of the

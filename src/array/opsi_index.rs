@@ -11,10 +11,10 @@
 //! by the blocks whose extrema meet it, whose values are then each tested: the rows found
 //! are exact, NaN rows included when the range may hold them.
 
-use super::dtype::{DType, Endian};
+use super::dtype::DType;
 use super::index_sidecars::{
-    IndexKey, KeyType, above, below, current_descriptor, open_sidecar, same_keys, sidecar_path,
-    wants_nan,
+    IndexKey, KeyType, POSITION, above, below, current_descriptor, open_sidecars, position,
+    same_keys, wants_nan,
 };
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
@@ -64,33 +64,15 @@ impl OpsiIndex {
         ) else {
             return Ok(None);
         };
-        let path = |k: &str| sidecar_path(o, k);
-        let (Some(values), Some(positions), Some(mins), Some(maxs)) = (
-            path("values_path"),
-            path("positions_path"),
-            path("mins_path"),
-            path("maxs_path"),
-        ) else {
-            return Ok(None);
-        };
-        let (Some(values), Some(positions), Some(mins), Some(maxs)) = (
-            open_sidecar(store, values).await?,
-            open_sidecar(store, positions).await?,
-            open_sidecar(store, mins).await?,
-            open_sidecar(store, maxs).await?,
-        ) else {
+        let keys = ["values_path", "positions_path", "mins_path", "maxs_path"];
+        let Some([values, positions, mins, maxs]) = open_sidecars(store, o, keys).await? else {
             return Ok(None);
         };
         let rows = values.geometry.shape[0];
         let nblocks = rows.div_ceil(block_len);
-        let int64 = DType::Int {
-            bytes: 8,
-            signed: true,
-            endian: Endian::Little,
-        };
         let fits = |a: &NdArray| same_keys(&a.dtype, elem) && a.geometry.shape[0] == nblocks;
         if !same_keys(&values.dtype, elem)
-            || positions.dtype != int64
+            || positions.dtype != POSITION
             || positions.geometry.shape[0] != rows
             || !fits(&mins)
             || !fits(&maxs)
@@ -179,10 +161,7 @@ impl OpsiIndex {
             }
             // The positions of the span's values, for its hits.
             let p = self.positions.read_box(&[v0..v1], stats).await?;
-            rows.extend(hits.iter().map(|&h| {
-                let at = (h - v0) as usize * 8;
-                i64::from_le_bytes(p[at..at + 8].try_into().expect("8 bytes")) as u64
-            }));
+            rows.extend(hits.iter().map(|&h| position(&p, (h - v0) as usize)));
         }
         rows.sort_unstable();
         rows.dedup();

@@ -14,7 +14,7 @@
 
 use super::dtype::{DType, Endian};
 use super::full_index::{FullIndex, full_part};
-use super::index_sidecars::{IndexKey, KeyType, open_sidecar, sidecar_path};
+use super::index_sidecars::{IndexKey, KeyType, open_sidecars};
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
 use crate::error::Result;
@@ -53,10 +53,7 @@ impl RankedTextIndex {
         let Some(rank) = full.get("utf8_rank") else {
             return Ok(None);
         };
-        let (Some(vocab_path), Some(vocab_len)) = (
-            sidecar_path(rank, "vocab_path"),
-            rank.get("vocab_len").and_then(Json::as_u64),
-        ) else {
+        let Some(vocab_len) = rank.get("vocab_len").and_then(Json::as_u64) else {
             return Ok(None);
         };
         let int32 = DType::Int {
@@ -67,7 +64,7 @@ impl RankedTextIndex {
         let Some(ranks) = FullIndex::open_sorted(store, full, &int32).await? else {
             return Ok(None);
         };
-        let Some(vocab) = open_sidecar(store, vocab_path).await? else {
+        let Some([vocab]) = open_sidecars(store, rank, ["vocab_path"]).await? else {
             return Ok(None);
         };
         let Some(key @ KeyType::Text { .. }) = KeyType::of(&vocab.dtype) else {
