@@ -128,7 +128,7 @@ impl FullIndex {
 
     /// The rows (ascending, deduplicated) whose value lies between `lo` and `hi` by the
     /// index's order, and for a float column every row holding a NaN when the range may
-    /// hold one ([`wants_nan`]: SQL's comparisons order some NaN below every number, some
+    /// hold one (`wants_nan`: SQL's comparisons order some NaN below every number, some
     /// above; the index keeps them all last).
     /// `Ok(None)` when that is more than `max_rows` rows or the sorted values read turn
     /// out unsorted (then the index is not used).

@@ -103,7 +103,7 @@ impl OpsiIndex {
 
     /// The rows (ascending, deduplicated) whose value lies between `lo` and `hi` by the
     /// index's order, and every row holding a NaN when the range may hold one
-    /// ([`wants_nan`]); `Ok(None)` when that is more than
+    /// (open on a side or bounded by a NaN); `Ok(None)` when that is more than
     /// `max_rows` rows, or when the blocks to read hold too many values.
     ///
     /// # Errors

@@ -10,7 +10,7 @@
 //! What python-blosc2 4.14.1 writes (checked against its output): the vocabulary holds
 //! each value with its trailing NULs dropped (NumPy's `<U`), so `'a\0'` and `'a'` are two
 //! ranks with equal entries, and the bounds are widened to match (see
-//! [`stored_text_bounds`](super::index_sidecars)).
+//! `stored_text_bounds` in `index_sidecars`).
 
 use super::dtype::{DType, Endian};
 use super::full_index::{FullIndex, full_part};

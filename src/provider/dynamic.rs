@@ -6,7 +6,7 @@
 //! the unit's statistics — its coordinate box, and the value statistics value pruning
 //! uses ([`super::prune`]) — and skips units no row of which can pass. A CTable's
 //! indexes are looked up for the filter's state once per generation
-//! ([`super::index_lookup`]): a join's keys (`k IN (3, 7, 90)`) find the few units
+//! (`index_lookup`): a join's keys (`k IN (3, 7, 90)`) find the few units
 //! holding them, a TopK's narrowing threshold the units holding values past it.
 //!
 //! A table's scan also reads the columns its filters name first ([`Probe`]) and decodes
