@@ -742,8 +742,9 @@ impl Table {
     }
 
     /// The index of column `col` that finds the rows of a range of values
-    /// ([`ColumnIndex`]: FULL, PARTIAL, BUCKET or OPSI; a utf8 column's FULL), when python-blosc2 built one that is
-    /// still current and of a type it looks up. Scalar fixed-width columns only.
+    /// ([`ColumnIndex`]: FULL, PARTIAL, BUCKET or OPSI of a scalar fixed-width column; a
+    /// utf8 column's FULL), when python-blosc2 built one that is still current and of a
+    /// type it looks up.
     ///
     /// # Errors
     /// IO errors and unreadable sidecar frames.

@@ -120,7 +120,8 @@ impl DynamicPruning {
     /// False when the filters' current state proves that no row of `unit` passes them.
     ///
     /// # Errors
-    /// Snapshotting a filter, reading a SUMMARY sidecar, or evaluating the predicate.
+    /// Snapshotting a filter, reading a SUMMARY sidecar or an index, or evaluating the
+    /// predicate.
     pub async fn keeps(&self, unit: &ZonedUnit) -> Result<bool> {
         // The index's finds first: looked up once per generation, they rule most units
         // out before their statistics are assembled.
