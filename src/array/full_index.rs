@@ -20,8 +20,8 @@ use super::chunk_local_index::ChunkLocalIndex;
 use super::dtype::DType;
 pub use super::index_sidecars::IndexKey;
 use super::index_sidecars::{
-    KeyType, POSITION, above, below, current_descriptor, index_lower_bound, nav_records,
-    open_sidecars, position, same_keys, stored_text_bounds, wants_nan,
+    KeyType, MAX_VALUES_READ, POSITION, above, below, current_descriptor, index_lower_bound,
+    nav_records, open_sidecars, position, same_keys, stored_text_bounds, wants_nan,
 };
 use super::ndarray::{NdArray, ReadStats};
 use super::opsi_index::OpsiIndex;
@@ -55,9 +55,6 @@ pub(crate) fn full_part<'a>(
         .filter(|d| d.get("kind").and_then(Json::as_str) == Some("full"))?
         .get("full")
 }
-
-/// Ranges of at most this many sorted values are read to find a range's rows.
-const MAX_VALUES_READ: u64 = 1 << 22;
 
 impl FullIndex {
     /// The FULL index of column `name` (element type `elem`, `rows` rows now) that the
@@ -249,7 +246,7 @@ impl ColumnIndex {
         let key = match self {
             ColumnIndex::Full(i) => i.key,
             ColumnIndex::ChunkLocal(i) => i.key_type(),
-            ColumnIndex::RankedText(_) => KeyType::Text { chars: 1 },
+            ColumnIndex::RankedText(i) => i.key_type(),
             ColumnIndex::Opsi(i) => i.key_type(),
         };
         let fits = |b: &Bound<IndexKey>| match b {

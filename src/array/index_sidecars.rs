@@ -11,6 +11,9 @@ use serde_json::Value as Json;
 use std::cmp::Ordering;
 use std::ops::Bound;
 
+/// A lookup reads at most this many indexed values (more: the index is not used).
+pub(crate) const MAX_VALUES_READ: u64 = 1 << 22;
+
 /// The element type of the sidecars holding rows (`positions`): int64, little-endian.
 pub(crate) const POSITION: DType = DType::Int {
     bytes: 8,

@@ -13,17 +13,14 @@
 
 use super::dtype::DType;
 use super::index_sidecars::{
-    IndexKey, KeyType, POSITION, above, below, current_descriptor, open_sidecars, position,
-    same_keys, wants_nan,
+    IndexKey, KeyType, MAX_VALUES_READ, POSITION, above, below, current_descriptor, open_sidecars,
+    position, same_keys, wants_nan,
 };
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
 use crate::error::Result;
 use serde_json::Value as Json;
 use std::ops::Bound;
-
-/// Ranges of at most this many values are read to find a range's rows.
-const MAX_VALUES_READ: u64 = 1 << 22;
 
 /// The opened OPSI index of one column.
 #[derive(Debug)]

@@ -87,6 +87,11 @@ impl RankedTextIndex {
         self.ranks.rows
     }
 
+    /// How the index reads its vocabulary as keys (text).
+    pub(crate) fn key_type(&self) -> KeyType {
+        self.key
+    }
+
     /// The number of vocabulary entries `e` (a prefix: the vocabulary is sorted) for
     /// which `before(e)` holds, by a binary search over the first entries of its blocks
     /// and then the one block where it ends; `Ok(None)` when the entries read are
