@@ -7,7 +7,9 @@
 //! uses ([`super::prune`]) — and skips units no row of which can pass. A CTable's
 //! indexes are looked up for the filter's state once per generation
 //! (`index_lookup`): a join's keys (`k IN (3, 7, 90)`) find the few units
-//! holding them, a TopK's narrowing threshold the units holding values past it.
+//! holding them, a TopK's narrowing threshold the units holding values past it. A
+//! partitioned join's filter, a `CASE` routing each row to its partition's keys, is
+//! checked as the union of all partitions' keys ([`branches_or`]).
 //!
 //! A table's scan also reads the columns its filters name first ([`Probe`]) and decodes
 //! its other columns only for units where some row passes.
@@ -28,8 +30,9 @@ use datafusion::common::ScalarValue;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::Operator;
 use datafusion::logical_expr::interval_arithmetic::Interval;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{BinaryExpr, CaseExpr, Column, Literal, lit};
 use datafusion::physical_expr::utils::{collect_columns, conjunction};
 use datafusion::physical_expr::{
     AnalysisContext, ExprBoundaries, PhysicalExpr, PhysicalSortExpr, analyze, split_conjunction,
@@ -296,11 +299,14 @@ impl DynamicPruning {
         // computes) says nothing about the units.
         let mut over_stored = Vec::with_capacity(snapshots.len());
         for s in &snapshots {
-            let stored = collect_columns(s)
+            // A partitioned join's `CASE` of per-partition filters, which pruning
+            // cannot read, as the `OR` of its branches.
+            let s = branches_or(s);
+            let stored = collect_columns(&s)
                 .iter()
                 .all(|c| self.stored.index_of(c.name()).is_ok());
             if stored {
-                over_stored.push(remap_columns(Arc::clone(s), &self.stored)?);
+                over_stored.push(remap_columns(s, &self.stored)?);
             }
         }
         let predicate = match over_stored.is_empty() {
@@ -317,6 +323,46 @@ impl DynamicPruning {
         *current = Some(snapshot.clone());
         Ok(snapshot)
     }
+}
+
+/// A boolean `expr` widened for pruning: each `CASE` among its conjuncts and disjuncts
+/// becomes the `OR` of what it can return (its `THEN` and `ELSE` results, a `NULL` or
+/// `false` result left out), which holds for every row the `CASE` holds for. A partitioned
+/// hash join sends its probe side `CASE hash(k) % n WHEN 0 THEN k IN (…) … END`, one
+/// branch per partition's build keys: pruning and index lookups cannot read the
+/// routing, but they can read the union of the partitions' keys.
+pub(crate) fn branches_or(expr: &Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr> {
+    if let Some(b) = expr.downcast_ref::<BinaryExpr>()
+        && matches!(b.op(), Operator::And | Operator::Or)
+    {
+        let (l, r) = (branches_or(b.left()), branches_or(b.right()));
+        if Arc::ptr_eq(&l, b.left()) && Arc::ptr_eq(&r, b.right()) {
+            return Arc::clone(expr);
+        }
+        return Arc::new(BinaryExpr::new(l, *b.op(), r));
+    }
+    let Some(case) = expr.downcast_ref::<CaseExpr>() else {
+        return Arc::clone(expr);
+    };
+    let results = case
+        .when_then_expr()
+        .iter()
+        .map(|(_, then)| then)
+        .chain(case.else_expr());
+    let mut any: Option<Arc<dyn PhysicalExpr>> = None;
+    for r in results {
+        match r.downcast_ref::<Literal>().map(Literal::value) {
+            Some(ScalarValue::Boolean(Some(false) | None)) => continue,
+            Some(ScalarValue::Boolean(Some(true))) => return lit(true),
+            _ => {}
+        }
+        let r = branches_or(r);
+        any = Some(match any {
+            Some(a) => Arc::new(BinaryExpr::new(a, Operator::Or, r)),
+            None => r,
+        });
+    }
+    any.unwrap_or_else(|| lit(false))
 }
 
 /// `expr` with each column's index taken from `schema` by name (names `schema` lacks
@@ -519,5 +565,55 @@ impl Probe {
         let opts = RecordBatchOptions::new().with_row_count(Some(first.num_rows()));
         let batch = RecordBatch::try_new_with_options(Arc::clone(&self.schema), cols, &opts)?;
         Ok((Some(batch), first))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::physical_expr::expressions::col;
+
+    fn case(
+        whens: Vec<Arc<dyn PhysicalExpr>>,
+        other: Option<Arc<dyn PhysicalExpr>>,
+    ) -> Arc<dyn PhysicalExpr> {
+        let schema = Schema::new(vec![Field::new("k", DataType::Int64, true)]);
+        let routing = col("k", &schema).unwrap();
+        let arms = whens
+            .into_iter()
+            .enumerate()
+            .map(|(i, then)| (lit(ScalarValue::Int64(Some(i as i64))), then))
+            .collect();
+        Arc::new(CaseExpr::try_new(Some(routing), arms, other).unwrap())
+    }
+
+    /// A `CASE` among conjuncts becomes the `OR` of its results, a `false` or `NULL`
+    /// result left out, a `true` one making it `true`.
+    #[test]
+    fn case_results_become_a_disjunction() {
+        let schema = Schema::new(vec![Field::new("k", DataType::Int64, true)]);
+        let k = || col("k", &schema).unwrap();
+        let eq = |v: i64| -> Arc<dyn PhysicalExpr> {
+            Arc::new(BinaryExpr::new(k(), Operator::Eq, lit(v)))
+        };
+        let shown = |e: &Arc<dyn PhysicalExpr>| format!("{}", branches_or(e));
+        let c = case(
+            vec![eq(1), lit(false), eq(2)],
+            Some(lit(ScalarValue::Boolean(None))),
+        );
+        assert_eq!(shown(&c), "k@0 = 1 OR k@0 = 2");
+        let c = case(vec![eq(1)], Some(lit(true)));
+        assert_eq!(shown(&c), "true");
+        let c = case(vec![lit(false)], None);
+        assert_eq!(shown(&c), "false");
+        let both: Arc<dyn PhysicalExpr> = Arc::new(BinaryExpr::new(
+            eq(7),
+            Operator::And,
+            case(vec![eq(3), eq(4)], Some(lit(false))),
+        ));
+        assert_eq!(shown(&both), "k@0 = 7 AND (k@0 = 3 OR k@0 = 4)");
+        // Anything else is left as it is.
+        let e = eq(5);
+        assert!(Arc::ptr_eq(&branches_or(&e), &e));
     }
 }

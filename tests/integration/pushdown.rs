@@ -914,6 +914,21 @@ async fn run_dynamic_plan(
     Vec<RecordBatch>,
     std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
 ) {
+    run_dynamic_plan_joining(ctx, sql, dynamic, partitions, false).await
+}
+
+/// [`run_dynamic_plan`], its hash joins partitioned when `partitioned` (else as
+/// DataFusion chooses: a small build side is collected).
+async fn run_dynamic_plan_joining(
+    ctx: &SessionContext,
+    sql: &str,
+    dynamic: bool,
+    partitions: usize,
+    partitioned: bool,
+) -> (
+    Vec<RecordBatch>,
+    std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) {
     use datafusion::physical_plan::collect;
     let state = ctx.state();
     let mut config = state.config().clone();
@@ -921,6 +936,10 @@ async fn run_dynamic_plan(
     opts.optimizer.enable_topk_dynamic_filter_pushdown = dynamic;
     opts.optimizer.enable_join_dynamic_filter_pushdown = dynamic;
     opts.execution.target_partitions = partitions;
+    if partitioned {
+        opts.optimizer.hash_join_single_partition_threshold = 0;
+        opts.optimizer.hash_join_single_partition_threshold_rows = 0;
+    }
     let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
         .with_config(config)
         .build();
@@ -1794,21 +1813,29 @@ async fn dynamic_filters_look_up_indexes() {
             6,
         ),
     ];
-    for (sql, most) in cases {
-        let (rows, plan) = run_dynamic_plan(&ctx, sql, true, 2).await;
-        let (plain, _) = run_dynamic_plan(&ctx, sql, false, 2).await;
-        let text = |b: &[RecordBatch]| {
-            datafusion::arrow::util::pretty::pretty_format_batches(b)
-                .unwrap()
-                .to_string()
-        };
-        assert_eq!(text(&rows), text(&plain), "{sql}");
-        assert!(
-            rows.iter().map(|b| b.num_rows()).sum::<usize>() > 0,
-            "{sql}"
-        );
-        let decoded = scan_metric_sum(&plan, "blocks_decoded");
-        assert!(decoded <= most, "{sql}: {decoded} blocks decoded");
+    // Collected build sides, then partitioned ones: each partition's keys in a branch
+    // of `CASE hash(c) % 2 WHEN 0 THEN … END`, looked up as their union.
+    for partitioned in [false, true] {
+        for (sql, most) in cases {
+            let (rows, plan) = run_dynamic_plan_joining(&ctx, sql, true, 2, partitioned).await;
+            let (plain, _) = run_dynamic_plan(&ctx, sql, false, 2).await;
+            let text = |b: &[RecordBatch]| {
+                datafusion::arrow::util::pretty::pretty_format_batches(b)
+                    .unwrap()
+                    .to_string()
+            };
+            assert_eq!(text(&rows), text(&plain), "{sql}");
+            assert!(
+                rows.iter().map(|b| b.num_rows()).sum::<usize>() > 0,
+                "{sql}"
+            );
+            let shown = datafusion::physical_plan::displayable(plan.as_ref())
+                .indent(true)
+                .to_string();
+            assert_eq!(shown.contains("Partitioned"), partitioned, "{shown}");
+            let decoded = scan_metric_sum(&plan, "blocks_decoded");
+            assert!(decoded <= most, "{sql}: {decoded} blocks decoded");
+        }
     }
     // A TopK over r (in no order): its threshold is looked up as it narrows (here the
     // values past it lie in most units; the rows are what matters).
