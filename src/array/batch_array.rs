@@ -68,13 +68,18 @@ impl VarValues {
         self.len() == 0
     }
 
+    /// Row `i`'s value; `None` for a null.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let present = self.present.is_empty() || self.present[i];
+        let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        present.then(|| &self.data[a..b])
+    }
+
     /// The values of rows `rows` (indices into these), in that order.
     pub fn select(&self, rows: impl Iterator<Item = usize>) -> VarValues {
         let mut out = VarValues::new();
         for i in rows {
-            let present = self.present.is_empty() || self.present[i];
-            let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
-            out.push(present.then(|| &self.data[a..b]));
+            out.push(self.get(i));
         }
         out
     }

@@ -578,10 +578,22 @@ impl BatchReader {
                     cast_to(arr, self.full.field(p).data_type())?
                 }
                 (None, Some((_, bytes))) => {
-                    let d = t.open_column(p).await?.dtype();
+                    let c = t.open_column(p).await?;
+                    let d = c.dtype();
                     let size = d.itemsize();
                     let packed = kept_records(bytes, &keep, size);
-                    let arr = to_arrow(d, &packed, kept, size, 0);
+                    let mut arr = to_arrow(d, &packed, kept, size, 0);
+                    // A dictionary column's codes (each one a match found among its
+                    // values, so within them).
+                    if let ColumnStorage::Dictionary {
+                        values, null_code, ..
+                    } = &c.storage
+                    {
+                        let what = || format!("{}: column {:?}", t.display(), c.name);
+                        let dict = self.dictionary(p, values, &what)?;
+                        let keys = arr.as_primitive::<Int32Type>();
+                        arr = dictionary_array(keys, dict, *null_code, rows.start, &what)?;
+                    }
                     let arr = self
                         .table_nulls(t, p, arr, rows.clone(), Some(&keep), stats)
                         .await?;

@@ -78,6 +78,23 @@ impl TextMatch {
         }
     }
 
+    /// The int32 codes (little-endian records) of a dictionary column equal to one of
+    /// `codes`: the codes of the dictionary's values a filter's texts equal.
+    pub fn codes(codes: &[i32]) -> Self {
+        let mut needles: Vec<Vec<u8>> = Vec::with_capacity(codes.len());
+        for c in codes {
+            let rec = c.to_le_bytes().to_vec();
+            if !needles.contains(&rec) {
+                needles.push(rec);
+            }
+        }
+        TextMatch {
+            size: 4,
+            needles,
+            prefix: false,
+        }
+    }
+
     /// The variable-length items (a BatchArray column's texts as UTF-8, or its byte
     /// strings) equal to one of `values`, or starting with one of them when `prefix`.
     /// Text items are valid UTF-8 (their conversion checks it), so equal bytes are equal

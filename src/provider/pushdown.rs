@@ -234,6 +234,8 @@ impl Needles {
             ScalarValue::Binary(Some(b))
             | ScalarValue::LargeBinary(Some(b))
             | ScalarValue::BinaryView(Some(b)) => Some(Needles::Bytes(vec![b.clone()])),
+            // `name = 'x'` on a dictionary column, the literal coerced to its type.
+            ScalarValue::Dictionary(_, v) => Needles::of_literal(v),
             _ => None,
         }
     }

@@ -2,10 +2,11 @@
 //! equalities and `LIKE 'x%'` prefixes [`pushdown::text_equality`] finds in the table
 //! provider's logical filters, or [`physical_text_equality`] in the physical filters a
 //! listing table's scan gets, matched to the columns of one dataset that store text as
-//! `U<n>` / `S<n>` records or as the items of a `vlstring` / `vlbytes` column.
+//! `U<n>` / `S<n>` records, as the items of a `vlstring` / `vlbytes` column, or as the
+//! int32 codes of a `dictionary` column (the codes of the values that match).
 
 use super::pushdown::{self, Needles};
-use crate::array::batch_array::ItemKind;
+use crate::array::batch_array::{ItemKind, VarValues};
 use crate::array::dtype::{DType, Endian};
 use crate::array::table::ColumnStorage;
 use crate::arrow_reader::text_match::TextMatch;
@@ -59,6 +60,7 @@ async fn text_matches(
                         record_match(&a.dtype, &needles)
                     }
                     ColumnStorage::Var { kind, .. } => item_match(*kind, needles),
+                    ColumnStorage::Dictionary { values, .. } => code_match(values, needles),
                     _ => None,
                 }
             }
@@ -80,6 +82,24 @@ fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
         (ItemKind::Bytes, Needles::Bytes(values)) => Some(TextMatch::items(values, false)),
         _ => None,
     }
+}
+
+/// The test on the codes of a dictionary column whose distinct values are `values`
+/// (text) for `needles`: the codes of the values equal to one of the texts, or starting
+/// with one of the prefixes. A null value's code is never one of them.
+fn code_match(values: &VarValues, needles: Needles) -> Option<TextMatch> {
+    let (texts, prefix) = match needles {
+        Needles::Text(t) => (t, false),
+        Needles::Prefix(t) => (t, true),
+        Needles::Bytes(_) => return None,
+    };
+    let test = TextMatch::items(texts.into_iter().map(String::into_bytes).collect(), prefix);
+    let test = test.item_test();
+    let codes: Vec<i32> = (0..values.len())
+        .filter(|&i| values.get(i).is_some_and(&test))
+        .map(|i| i32::try_from(i).ok())
+        .collect::<Option<_>>()?;
+    Some(TextMatch::codes(&codes))
 }
 
 /// The test on records of `dtype` for `needles`: texts and prefixes on `U<n>`, byte

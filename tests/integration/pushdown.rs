@@ -638,6 +638,34 @@ async fn item_equalities_match_unpushed_filters() {
     check_text_filters("ctable/varlen.b2z", "i, note, blob", "i", &cases).await;
 }
 
+/// The same for a CTable's `dictionary` columns (int32 codes into the distinct values):
+/// the scan tests the codes of the values a filter's texts match. `cat` is nullable, with
+/// `''` and non-ASCII values; `word` has 2,600 values, more than one batch of its store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dictionary_equalities_match_unpushed_filters() {
+    let cases = [
+        ("cat = 'north'", true, true),
+        ("'日本' = cat", true, true),
+        ("cat = ''", true, true),
+        ("cat IN ('ñandú', '日本', 'nope')", true, true),
+        ("cat = 'north' OR cat = 'east'", true, true),
+        ("cat = 'nope'", true, false),
+        ("cat = 'nort'", true, false),
+        ("word = 'w0007'", true, true),
+        ("word IN ('w2599', 'w0000', 'w2600')", true, true),
+        ("word = 'w2600'", true, false),
+        ("cat = 'west' AND word = 'w0007'", true, true),
+        ("cat = 'nope' AND word = 'w0007'", true, false),
+        ("cat = 'north' AND i < 500", true, true),
+        ("cat = 'south' AND note = ''", true, true),
+        ("cat = 'north' OR i = 5", false, true),
+        ("cat <> 'north'", false, true),
+        ("cat IS NULL", false, true),
+    ];
+    check_text_filters("ctable/varlen.b2d", "i, cat, word", "i", &cases).await;
+    check_text_filters("ctable/varlen.b2z", "i, cat, word, note", "i", &cases).await;
+}
+
 /// Each filter of `cases` over the fixture `rel`, selecting `cols` ordered by `key`, gives
 /// what the same query gives on the table opened with pruning off; `EXPLAIN` shows whether
 /// the scan tested it on the records, and the rows are there or not as the case says. A
