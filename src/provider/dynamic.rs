@@ -9,7 +9,7 @@
 //! (`index_lookup`): a join's keys (`k IN (3, 7, 90)`) find the few units
 //! holding them, a TopK's narrowing threshold the units holding values past it. A
 //! partitioned join's filter, a `CASE` routing each row to its partition's keys, is
-//! checked as the union of all partitions' keys ([`branches_or`]).
+//! checked as the union of all partitions' keys (`branches_or`).
 //!
 //! A table's scan also reads the columns its filters name first ([`Probe`]) and decodes
 //! its other columns only for units where some row passes.
