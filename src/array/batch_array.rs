@@ -75,29 +75,6 @@ impl VarValues {
         present.then(|| &self.data[a..b])
     }
 
-    /// Which of the values `data[offsets[i]..offsets[i + 1]]` pass `test`, and those
-    /// values (a UTF-8 column's text tested as it is read). The caller has checked that
-    /// `offsets` ascend within `data`.
-    pub fn passing(
-        offsets: &[i64],
-        data: &[u8],
-        test: impl Fn(&[u8]) -> bool,
-    ) -> (Vec<bool>, VarValues) {
-        let mut out = VarValues::new();
-        let keep = offsets
-            .windows(2)
-            .map(|w| {
-                let v = &data[w[0] as usize..w[1] as usize];
-                let kept = test(v);
-                if kept {
-                    out.push(Some(v));
-                }
-                kept
-            })
-            .collect();
-        (keep, out)
-    }
-
     /// The values of rows `rows` (indices into these), in that order.
     pub fn select(&self, rows: impl Iterator<Item = usize>) -> VarValues {
         let mut out = VarValues::new();

@@ -868,9 +868,9 @@ impl Table {
         }
     }
 
-    /// For a column of variable-length items (`vlstring`, `vlbytes`, `utf8`): which of
-    /// `rows` hold an item that passes `test`, and those items ([`BatchArray::read_where`],
-    /// [`VarValues::passing`]); `None` for other columns.
+    /// For a column of variable-length items (`vlstring`, `vlbytes`): which of `rows`
+    /// hold an item that passes `test`, and those items ([`BatchArray::read_where`]);
+    /// `None` for other columns.
     ///
     /// # Errors
     /// IO and decoding errors.
@@ -885,12 +885,6 @@ impl Table {
             ColumnStorage::Var { items, kind } => {
                 Ok(Some(items.read_where(rows, *kind, stats, test).await?))
             }
-            ColumnStorage::Utf8 { .. } => match self.read_column(col, rows, stats).await? {
-                ColumnData::Utf8 { offsets, data } => {
-                    Ok(Some(VarValues::passing(&offsets, &data, test)))
-                }
-                _ => Ok(None),
-            },
             _ => Ok(None),
         }
     }

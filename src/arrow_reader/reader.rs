@@ -564,9 +564,8 @@ impl BatchReader {
             let arr = match (matched_items, records.iter().find(|(q, _)| *q == p)) {
                 (Some((_, passed, values)), _) => {
                     let c = t.open_column(p).await?;
-                    let kind = match &c.storage {
-                        ColumnStorage::Var { kind, .. } => kind,
-                        _ => &ItemKind::Text, // a utf8 column's
+                    let ColumnStorage::Var { kind, .. } = &c.storage else {
+                        unreachable!("items come from BatchArray columns")
                     };
                     let what = || format!("{}: column {:?}", t.display(), c.name);
                     // Of the items that passed, those of the rows kept in the end.

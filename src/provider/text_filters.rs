@@ -2,7 +2,7 @@
 //! equalities and `LIKE 'x%'` prefixes [`pushdown::text_equality`] finds in the table
 //! provider's logical filters, or [`physical_text_equality`] in the physical filters a
 //! listing table's scan gets, matched to the columns of one dataset that store text as
-//! `U<n>` / `S<n>` records, as the items of a `vlstring` / `vlbytes` / `utf8` column, or as the
+//! `U<n>` / `S<n>` records, as the items of a `vlstring` / `vlbytes` column, or as the
 //! int32 codes of a `dictionary` column (the codes of the values that match).
 
 use super::pushdown::{self, Needles};
@@ -60,7 +60,6 @@ async fn text_matches(
                         record_match(&a.dtype, &needles)
                     }
                     ColumnStorage::Var { kind, .. } => item_match(*kind, needles),
-                    ColumnStorage::Utf8 { .. } => item_match(ItemKind::Text, needles),
                     ColumnStorage::Dictionary { values, .. } => code_match(values, needles),
                     _ => None,
                 }

@@ -669,44 +669,6 @@ async fn dictionary_equalities_match_unpushed_filters() {
     check_text_filters("ctable/varlen.b2z", "i, cat, word, note", "i", &cases).await;
 }
 
-/// The same for a CTable's `utf8` columns (int64 offsets + UTF-8 bytes), whose text the
-/// scan tests as it reads it: `u` is nullable, with `''`, `'a'`, `'a\0'`, non-ASCII and
-/// astral values (and a FULL index, which looks the same filters up); `tag` spans units.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn utf8_equalities_match_unpushed_filters() {
-    let cases = [
-        ("u = 't0625'", true, true),
-        ("u = ''", true, true),
-        ("u = 'a'", true, true),
-        ("u = concat('a', chr(0))", true, true),
-        ("u IN ('é', '日本語', '😀', 'zz')", true, true),
-        ("u = 't0625' OR u = ''", true, true),
-        ("u LIKE 't06%'", true, true),
-        ("u LIKE '日%'", true, true),
-        ("u LIKE 'zz%'", true, false),
-        ("u = 'nope'", true, false),
-        ("u = 't0625' AND ro > 0", true, true),
-        ("u = 't0625' OR ro = 5", false, true),
-        ("u <> 'a'", false, true),
-        ("u IS NULL", false, true),
-    ];
-    check_text_filters("ctable/indexed-keys.b2d", "ro, u", "ro", &cases).await;
-    let cases = [
-        ("tag = 'g1'", true, true),
-        ("tag IN ('g0', 'g3')", true, true),
-        ("tag = 'g9'", true, false),
-        ("tag LIKE 'g%' AND t > 50000", true, true),
-    ];
-    check_text_filters("ctable/events.b2d", "t, tag", "t", &cases).await;
-    // A file, read through a listing table too.
-    let cases = [
-        ("w = 'w0001'", true, true),
-        ("w IN ('w0001', 'w3999', 'x')", true, true),
-        ("w LIKE 'w00%'", true, true),
-    ];
-    check_text_filters("ctable/indexed.b2z", "r, w", "r", &cases).await;
-}
-
 /// Each filter of `cases` over the fixture `rel`, selecting `cols` ordered by `key`, gives
 /// what the same query gives on the table opened with pruning off; `EXPLAIN` shows whether
 /// the scan tested it on the records, and the rows are there or not as the case says. A
