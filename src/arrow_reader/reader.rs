@@ -591,7 +591,9 @@ impl BatchReader {
                     {
                         let what = || format!("{}: column {:?}", t.display(), c.name);
                         let dict = self.dictionary(p, values, &what)?;
-                        let keys = arr.as_primitive::<Int32Type>();
+                        let keys = arr.as_primitive_opt::<Int32Type>().ok_or_else(|| {
+                            Error::InvalidArgument(format!("{}: codes are not int32", what()))
+                        })?;
                         arr = dictionary_array(keys, dict, *null_code, rows.start, &what)?;
                     }
                     let arr = self
