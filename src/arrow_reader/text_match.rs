@@ -81,13 +81,11 @@ impl TextMatch {
     /// The int32 codes (little-endian records) of a dictionary column equal to one of
     /// `codes`: the codes of the dictionary's values a filter's texts equal.
     pub fn codes(codes: &[i32]) -> Self {
-        let mut needles: Vec<Vec<u8>> = Vec::with_capacity(codes.len());
-        for c in codes {
-            let rec = c.to_le_bytes().to_vec();
-            if !needles.contains(&rec) {
-                needles.push(rec);
-            }
-        }
+        // Sorted to drop repeats: a prefix may match most of a large dictionary.
+        let mut codes = codes.to_vec();
+        codes.sort_unstable();
+        codes.dedup();
+        let needles = codes.iter().map(|c| c.to_le_bytes().to_vec()).collect();
         TextMatch {
             size: 4,
             needles,

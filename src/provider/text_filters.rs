@@ -88,12 +88,8 @@ fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
 /// (text) for `needles`: the codes of the values equal to one of the texts, or starting
 /// with one of the prefixes. A null value's code is never one of them.
 fn code_match(values: &VarValues, needles: Needles) -> Option<TextMatch> {
-    let (texts, prefix) = match needles {
-        Needles::Text(t) => (t, false),
-        Needles::Prefix(t) => (t, true),
-        Needles::Bytes(_) => return None,
-    };
-    let test = TextMatch::items(texts.into_iter().map(String::into_bytes).collect(), prefix);
+    // The values are text items: tested as a `vlstring` column's are.
+    let test = item_match(ItemKind::Text, needles)?;
     let test = test.item_test();
     let codes: Vec<i32> = (0..values.len())
         .filter(|&i| values.get(i).is_some_and(&test))
