@@ -17,7 +17,8 @@
 
 use super::dtype::DType;
 use super::index_sidecars::{
-    IndexKey, KeyType, above, below, current_descriptor, nav_records, open_sidecars, same_keys,
+    IndexKey, KeyType, LookupLimit, above, below, current_descriptor, nav_records, open_sidecars,
+    same_keys,
 };
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
@@ -235,7 +236,8 @@ impl ChunkLocalIndex {
 
     /// Row ranges (ascending, disjoint) holding every row whose value lies between `lo`
     /// and `hi` by the index's order (NaN rows aside: see the module's notes), or
-    /// `Ok(None)` when they cover more than `max_rows` rows.
+    /// `Ok(None)` when they are more than `limit` allows (cover too many rows, or lie in
+    /// too many zones).
     ///
     /// # Errors
     /// IO and decoding errors.
@@ -243,9 +245,11 @@ impl ChunkLocalIndex {
         &self,
         lo: Bound<IndexKey>,
         hi: Bound<IndexKey>,
-        max_rows: u64,
+        limit: LookupLimit,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<Range<u64>>>> {
+        let max_rows = limit.max_rows;
+        let mut spread = limit.spread();
         let above_hi = |k: &IndexKey| above(k, &hi);
         // The stored values are searched from the lower bound as stored.
         let stored_lo = match &lo {
@@ -323,7 +327,7 @@ impl ChunkLocalIndex {
                     continue;
                 }
                 covered += r.end - r.start;
-                if covered > max_rows {
+                if covered > max_rows || !spread.add(&[r.start, r.end - 1]) {
                     return Ok(None);
                 }
                 match out.last_mut() {

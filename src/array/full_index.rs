@@ -18,7 +18,7 @@
 
 use super::chunk_local_index::ChunkLocalIndex;
 use super::dtype::DType;
-pub use super::index_sidecars::IndexKey;
+pub use super::index_sidecars::{IndexKey, LookupLimit};
 use super::index_sidecars::{
     KeyType, MAX_VALUES_READ, POSITION, above, below, current_descriptor, index_lower_bound,
     nav_records, open_sidecars, position, same_keys, stored_text_bounds, wants_nan,
@@ -31,6 +31,10 @@ use crate::error::Result;
 use serde_json::Value as Json;
 use std::cmp::Ordering;
 use std::ops::Bound;
+
+/// Positions read at a time (rounded up to whole blocks), so that a lookup whose rows
+/// spread over too many zones stops early ([`LookupLimit`]).
+const POSITIONS_READ: u64 = 1 << 16;
 
 /// The opened FULL index of one column.
 #[derive(Debug)]
@@ -127,8 +131,14 @@ impl FullIndex {
     /// index's order, and for a float column every row holding a NaN when the range may
     /// hold one (`wants_nan`: SQL's comparisons order some NaN below every number, some
     /// above; the index keeps them all last).
-    /// `Ok(None)` when that is more than `max_rows` rows or the sorted values read turn
-    /// out unsorted (then the index is not used).
+    /// `Ok(None)` when they are more than `limit` allows (too many, or spread over too
+    /// many zones: their positions are read a piece at a time and the lookup stops at
+    /// the piece that shows it) or the sorted values read turn out unsorted (then the
+    /// index is not used).
+    ///
+    /// Of the sorted values, only the blocks where the range starts and ends are read:
+    /// the navigation records (checked in order when the index was opened) put every
+    /// block between them inside the range.
     ///
     /// # Errors
     /// IO and decoding errors.
@@ -136,64 +146,92 @@ impl FullIndex {
         &self,
         lo: Bound<IndexKey>,
         hi: Bound<IndexKey>,
-        max_rows: u64,
+        limit: LookupLimit,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<u64>>> {
         let below_lo = |k: &IndexKey| below(k, &lo);
         let above_hi = |k: &IndexKey| above(k, &hi);
-        // Blocks of sorted values that may hold keys in the range, and those that may
-        // hold NaN.
-        let first = self.blocks.partition_point(|(_, end)| below_lo(end));
-        let last = self.blocks.partition_point(|(start, _)| !above_hi(start));
+        // Blocks of sorted values that may hold keys in the range.
+        let first = self.blocks.partition_point(|(_, end)| below_lo(end)) as u64;
+        let last = self.blocks.partition_point(|(start, _)| !above_hi(start)) as u64;
         // The blocks strictly between the first and the last hold values in the range
         // alone: more rows than wanted is known before any is read.
-        let sure = (last.saturating_sub(first).saturating_sub(2) as u64) * self.block_len;
-        if sure > max_rows {
+        let sure = last.saturating_sub(first).saturating_sub(2) * self.block_len;
+        if sure > limit.max_rows {
             return Ok(None);
         }
-        let mut spans = vec![(first as u64, last.max(first) as u64, false)];
-        if matches!(self.key, KeyType::Float { .. }) && wants_nan(&lo, &hi) {
-            let nan = self.blocks.partition_point(|(_, end)| !end.is_nan());
-            spans.push((nan as u64, self.blocks.len() as u64, true));
-        }
         let mut ranges = Vec::new();
-        for (b0, b1, nan) in spans {
-            let (v0, v1) = (b0 * self.block_len, (b1 * self.block_len).min(self.rows));
-            if v0 >= v1 {
-                continue;
-            }
+        if first < last {
+            // The first block: values from the first not below `lo`.
+            let Some(b) = self.sorted_block(first, stats).await? else {
+                return Ok(None);
+            };
+            let i0 =
+                self.block_start(first) + self.key.partition_point(&b, |k| below_lo(&k)) as u64;
+            // The last block (maybe the same): values up to the first above `hi`.
+            let b = match last - 1 == first {
+                true => b,
+                false => match self.sorted_block(last - 1, stats).await? {
+                    Some(b) => b,
+                    None => return Ok(None),
+                },
+            };
+            let partition = self.key.partition_point(&b, |k| !above_hi(&k)) as u64;
+            let i1 = self.block_start(last - 1) + partition;
+            ranges.push(i0..i1.max(i0));
+        }
+        if matches!(self.key, KeyType::Float { .. }) && wants_nan(&lo, &hi) {
+            // NaN sort last: the blocks from the first whose last value is NaN.
+            let nan = self.blocks.partition_point(|(_, end)| !end.is_nan()) as u64;
+            let (v0, v1) = (self.block_start(nan), self.rows);
             if v1 - v0 > MAX_VALUES_READ {
                 return Ok(None);
             }
-            let b = self.values.read_box(&[v0..v1], stats).await?;
-            if !self.key.is_sorted(&b, |k| k) {
-                return Ok(None);
+            if v0 < v1 {
+                let b = self.values.read_box(&[v0..v1], stats).await?;
+                if !self.key.is_sorted(&b, |k| k) {
+                    return Ok(None);
+                }
+                ranges.push(v0 + self.key.partition_point(&b, |k| !k.is_nan()) as u64..v1);
             }
-            let key = self.key;
-            let (i0, i1) = if nan {
-                (
-                    key.partition_point(&b, |k| !k.is_nan()),
-                    b.len() / key.size(),
-                )
-            } else {
-                let i0 = key.partition_point(&b, |k| below_lo(&k));
-                let rest = &b[i0 * key.size()..];
-                (i0, i0 + key.partition_point(rest, |k| !above_hi(&k)))
-            };
-            ranges.push(v0 + i0 as u64..v0 + i1 as u64);
         }
         let total: u64 = ranges.iter().map(|r| r.end - r.start).sum();
-        if total > max_rows {
+        if total > limit.max_rows {
             return Ok(None);
         }
         let mut rows = Vec::with_capacity(total as usize);
+        let mut spread = limit.spread();
+        // Pieces of whole blocks of positions, about POSITIONS_READ at a time.
+        let block = self.positions.geometry.blockshape[0].max(1);
+        let piece = POSITIONS_READ.div_ceil(block) * block;
         for r in ranges.into_iter().filter(|r| r.start < r.end) {
-            let b = self.positions.read_box(&[r], stats).await?;
-            rows.extend((0..b.len() / 8).map(|i| position(&b, i)));
+            let mut at = r.start;
+            while at < r.end {
+                let end = ((at / piece + 1) * piece).min(r.end);
+                let b = self.positions.read_box(&[at..end], stats).await?;
+                let from = rows.len();
+                rows.extend((0..b.len() / 8).map(|i| position(&b, i)));
+                if !spread.add(&rows[from..]) {
+                    return Ok(None);
+                }
+                at = end;
+            }
         }
         rows.sort_unstable();
         rows.dedup();
         Ok(Some(rows))
+    }
+
+    /// The first value of block `b` of the sorted values.
+    fn block_start(&self, b: u64) -> u64 {
+        (b * self.block_len).min(self.rows)
+    }
+
+    /// The values of block `b` of the sorted values; `None` when they are not sorted.
+    async fn sorted_block(&self, b: u64, stats: &mut ReadStats) -> Result<Option<Vec<u8>>> {
+        let (v0, v1) = (self.block_start(b), self.block_start(b + 1));
+        let values = self.values.read_box(&[v0..v1], stats).await?;
+        Ok(self.key.is_sorted(&values, |k| k).then_some(values))
     }
 }
 
@@ -229,7 +267,7 @@ impl ColumnIndex {
     }
 
     /// Row ranges (ascending, disjoint) holding the rows whose value lies between `lo`
-    /// and `hi`; `Ok(None)` when they are more than `max_rows` rows or the index cannot
+    /// and `hi`; `Ok(None)` when they are more than `limit` allows or the index cannot
     /// tell (see [`FullIndex::rows_between`], [`ChunkLocalIndex::rows_between`]).
     ///
     /// # Errors
@@ -238,7 +276,7 @@ impl ColumnIndex {
         &self,
         lo: Bound<IndexKey>,
         hi: Bound<IndexKey>,
-        max_rows: u64,
+        limit: LookupLimit,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<std::ops::Range<u64>>>> {
         // Bounds of another kind than the index's keys (text on numbers) find nothing
@@ -258,15 +296,24 @@ impl ColumnIndex {
         }
         // Text as the sidecars store it (NumPy drops trailing NULs).
         let (lo, hi) = stored_text_bounds(index_lower_bound(lo), hi);
-        let single =
-            |rows: Option<Vec<u64>>| rows.map(|rows| rows.into_iter().map(|r| r..r + 1).collect());
+        let runs = |rows: Option<Vec<u64>>| rows.map(|rows| runs_of(&rows));
         match self {
-            ColumnIndex::Full(i) => Ok(single(i.rows_between(lo, hi, max_rows, stats).await?)),
-            ColumnIndex::ChunkLocal(i) => i.rows_between(lo, hi, max_rows, stats).await,
-            ColumnIndex::RankedText(i) => {
-                Ok(single(i.rows_between(lo, hi, max_rows, stats).await?))
-            }
-            ColumnIndex::Opsi(i) => Ok(single(i.rows_between(lo, hi, max_rows, stats).await?)),
+            ColumnIndex::Full(i) => Ok(runs(i.rows_between(lo, hi, limit, stats).await?)),
+            ColumnIndex::ChunkLocal(i) => i.rows_between(lo, hi, limit, stats).await,
+            ColumnIndex::RankedText(i) => Ok(runs(i.rows_between(lo, hi, limit, stats).await?)),
+            ColumnIndex::Opsi(i) => Ok(runs(i.rows_between(lo, hi, limit, stats).await?)),
         }
     }
+}
+
+/// Ascending rows as the runs of consecutive ones they make.
+fn runs_of(rows: &[u64]) -> Vec<std::ops::Range<u64>> {
+    let mut out: Vec<std::ops::Range<u64>> = Vec::new();
+    for &r in rows {
+        match out.last_mut() {
+            Some(last) if last.end == r => last.end = r.saturating_add(1),
+            _ => out.push(r..r.saturating_add(1)),
+        }
+    }
+    out
 }

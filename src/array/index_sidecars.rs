@@ -14,6 +14,104 @@ use std::ops::Bound;
 /// A lookup reads at most this many indexed values (more: the index is not used).
 pub(crate) const MAX_VALUES_READ: u64 = 1 << 22;
 
+/// When finding a range's rows stops being worth it: when they are more than
+/// `max_rows`, or lie in more than `max_zones` of the `zones` zones of `zone_rows` rows
+/// a table's scan skips whole (rows spread over most zones leave little to skip, and
+/// reading and sorting their positions costs as much as scanning: a 14 % range of an
+/// unsorted column lies in every zone). Rows past the last zone are not counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookupLimit {
+    /// Most rows found.
+    pub max_rows: u64,
+    /// Rows per zone (at least 1).
+    pub zone_rows: u64,
+    /// Zones of the table.
+    pub zones: u64,
+    /// Most zones the rows found may lie in.
+    pub max_zones: u64,
+}
+
+impl LookupLimit {
+    /// At most `max_rows` rows, wherever they lie.
+    pub fn rows(max_rows: u64) -> Self {
+        LookupLimit {
+            max_rows,
+            zone_rows: 1,
+            zones: 0,
+            max_zones: u64::MAX,
+        }
+    }
+
+    /// At most `max_rows` rows, in at most half of a table's zones: `rows` rows in
+    /// zones of `zone_rows` rows.
+    pub fn rows_in_half_the_zones(max_rows: u64, rows: u64, zone_rows: u64) -> Self {
+        let zone_rows = zone_rows.max(1);
+        let zones = rows.div_ceil(zone_rows);
+        LookupLimit {
+            max_rows,
+            zone_rows,
+            zones,
+            max_zones: zones / 2,
+        }
+    }
+
+    /// The same limit with at most `max_rows` rows.
+    pub fn with_max_rows(self, max_rows: u64) -> Self {
+        LookupLimit { max_rows, ..self }
+    }
+
+    /// A tally of the zones rows found lie in, against this limit.
+    pub(crate) fn spread(&self) -> ZoneSpread {
+        let tracked = self.max_zones < self.zones;
+        ZoneSpread {
+            seen: if tracked {
+                vec![0; self.zones.div_ceil(64) as usize]
+            } else {
+                Vec::new()
+            },
+            touched: 0,
+            last: u64::MAX,
+            limit: *self,
+        }
+    }
+}
+
+/// The zones rows found so far lie in ([`LookupLimit::spread`]).
+#[derive(Debug)]
+pub(crate) struct ZoneSpread {
+    /// One bit per zone (empty when the limit allows every zone).
+    seen: Vec<u64>,
+    touched: u64,
+    /// The zone of the last row added (rows found in order repeat it).
+    last: u64,
+    limit: LookupLimit,
+}
+
+impl ZoneSpread {
+    /// Adds `rows`; false once the rows added lie in more zones than the limit allows.
+    pub(crate) fn add(&mut self, rows: &[u64]) -> bool {
+        if self.seen.is_empty() {
+            return true;
+        }
+        for &r in rows {
+            let z = r / self.limit.zone_rows;
+            if z == self.last || z >= self.limit.zones {
+                continue;
+            }
+            self.last = z;
+            let (w, bit) = ((z / 64) as usize, 1u64 << (z % 64));
+            if self.seen[w] & bit == 0 {
+                self.seen[w] |= bit;
+                self.touched += 1;
+                if self.touched > self.limit.max_zones {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
 /// The element type of the sidecars holding rows (`positions`): int64, little-endian.
 pub(crate) const POSITION: DType = DType::Int {
     bytes: 8,
@@ -389,6 +487,34 @@ impl KeyType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lookups_stop_when_rows_spread_over_half_the_zones() {
+        // 1000 rows in zones of 100: 10 zones, at most 5 of them.
+        let limit = LookupLimit::rows_in_half_the_zones(400, 1000, 100);
+        assert_eq!((limit.zones, limit.max_zones), (10, 5));
+        let mut s = limit.spread();
+        // Rows in order, repeating zones, and rows past the last zone count once or not.
+        assert!(s.add(&[0, 1, 99, 100, 150, 199]));
+        assert!(s.add(&[420, 0, 1000, u64::MAX, 250, 301]));
+        assert_eq!(s.touched, 5);
+        // A sixth zone is one too many, wherever it comes.
+        assert!(!s.add(&[350, 960]));
+        // Rows found in order lie in few zones, however many they are.
+        let mut s = limit.spread();
+        assert!(s.add(&(200..700).collect::<Vec<_>>()));
+        assert!(!s.add(&[999]));
+        // A limit on rows alone tracks no zone.
+        let mut s = LookupLimit::rows(5).spread();
+        assert!(s.add(&(0..1000).step_by(7).collect::<Vec<_>>()));
+        assert!(s.seen.is_empty());
+        // A table of one zone: half of it is none, so a lookup that finds a row stops.
+        let one = LookupLimit::rows_in_half_the_zones(10, 50, 100);
+        assert_eq!((one.zones, one.max_zones), (1, 0));
+        assert!(one.spread().add(&[]));
+        assert!(!one.spread().add(&[3]));
+        assert_eq!(one.with_max_rows(3).max_rows, 3);
+    }
 
     #[test]
     fn keys_order_as_numpy_sorts() {

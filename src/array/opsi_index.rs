@@ -13,8 +13,8 @@
 
 use super::dtype::DType;
 use super::index_sidecars::{
-    IndexKey, KeyType, MAX_VALUES_READ, POSITION, above, below, current_descriptor, open_sidecars,
-    position, same_keys, wants_nan,
+    IndexKey, KeyType, LookupLimit, MAX_VALUES_READ, POSITION, above, below, current_descriptor,
+    open_sidecars, position, same_keys, wants_nan,
 };
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
@@ -100,8 +100,9 @@ impl OpsiIndex {
 
     /// The rows (ascending, deduplicated) whose value lies between `lo` and `hi` by the
     /// index's order, and every row holding a NaN when the range may hold one
-    /// (open on a side or bounded by a NaN); `Ok(None)` when that is more than
-    /// `max_rows` rows, or when the blocks to read hold too many values.
+    /// (open on a side or bounded by a NaN); `Ok(None)` when they are more than `limit`
+    /// allows (too many, or spread over too many zones), or when the blocks to read
+    /// hold too many values.
     ///
     /// # Errors
     /// IO and decoding errors.
@@ -109,9 +110,11 @@ impl OpsiIndex {
         &self,
         lo: Bound<IndexKey>,
         hi: Bound<IndexKey>,
-        max_rows: u64,
+        limit: LookupLimit,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<u64>>> {
+        let max_rows = limit.max_rows;
+        let mut spread = limit.spread();
         // Blocks whose extrema meet the range (a block holding a NaN has NaN as its
         // greatest value), and those holding a NaN when the range may hold one.
         let nan = wants_nan(&lo, &hi);
@@ -158,7 +161,11 @@ impl OpsiIndex {
             }
             // The positions of the span's values, for its hits.
             let p = self.positions.read_box(&[v0..v1], stats).await?;
+            let from = rows.len();
             rows.extend(hits.iter().map(|&h| position(&p, (h - v0) as usize)));
+            if !spread.add(&rows[from..]) {
+                return Ok(None);
+            }
         }
         rows.sort_unstable();
         rows.dedup();

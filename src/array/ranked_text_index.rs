@@ -14,7 +14,7 @@
 
 use super::dtype::{DType, Endian};
 use super::full_index::{FullIndex, full_part};
-use super::index_sidecars::{IndexKey, KeyType, open_sidecars};
+use super::index_sidecars::{IndexKey, KeyType, LookupLimit, open_sidecars};
 use super::ndarray::{NdArray, ReadStats};
 use crate::container::store::StoreRoot;
 use crate::error::Result;
@@ -142,7 +142,7 @@ impl RankedTextIndex {
 
     /// The rows (ascending) whose value lies between `lo` and `hi`, bounds on text as
     /// the vocabulary stores it (see the module's notes), or
-    /// `Ok(None)` when they are more than `max_rows` rows or the index cannot tell.
+    /// `Ok(None)` when they are more than `limit` allows or the index cannot tell.
     ///
     /// # Errors
     /// IO and decoding errors.
@@ -150,7 +150,7 @@ impl RankedTextIndex {
         &self,
         lo: Bound<IndexKey>,
         hi: Bound<IndexKey>,
-        max_rows: u64,
+        limit: LookupLimit,
         stats: &mut ReadStats,
     ) -> Result<Option<Vec<u64>>> {
         let first = match &lo {
@@ -175,7 +175,7 @@ impl RankedTextIndex {
             .rows_between(
                 Bound::Included(rank(first)),
                 Bound::Excluded(rank(end)),
-                max_rows,
+                limit,
                 stats,
             )
             .await

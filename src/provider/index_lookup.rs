@@ -16,7 +16,7 @@
 //! The filter stays with DataFusion.
 
 use super::prune::{IndexCache, PruneReport, cached_column_index, cached_summary, kept_units};
-use crate::array::full_index::IndexKey;
+use crate::array::full_index::{IndexKey, LookupLimit};
 use crate::array::index_sidecars::wants_nan;
 use crate::array::ndarray::ReadStats;
 use crate::array::summary::{ColumnSummary, FLAG_ALL_NAN, FLAG_HAS_NAN};
@@ -356,6 +356,7 @@ pub async fn index_finds(
     let mut allowed = BTreeMap::new();
     allowed_by_conjuncts(filter, schema, &mut allowed);
     let max_rows = t.physical_rows / 4;
+    let limit = LookupLimit::rows_in_half_the_zones(max_rows, t.physical_rows, t.zone_rows());
     let mut columns = Vec::new();
     for (name, a) in allowed {
         let Ok(col) = schema.index_of(&name) else {
@@ -390,7 +391,10 @@ pub async fn index_finds(
         let mut found = true;
         for (lo, hi) in a {
             let left = max_rows.saturating_sub(rows.iter().map(|r| r.end - r.start).sum());
-            match index.rows_between(lo, hi, left, &mut stats).await? {
+            match index
+                .rows_between(lo, hi, limit.with_max_rows(left), &mut stats)
+                .await?
+            {
                 Some(r) => rows.extend(r),
                 None => {
                     found = false;
