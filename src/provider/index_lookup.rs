@@ -9,7 +9,9 @@
 //! that hold a value. Dynamic filters are looked up too ([`super::dynamic`]).
 //!
 //! Only what the index proves is dropped: a lookup that would find more than a quarter
-//! of the rows, or an index that is stale or unreadable, drops nothing; rows written
+//! of the rows, or rows in more than half of the table's zones (a scan skips whole
+//! zones: such a lookup would cost more than it saves, and stops as soon as it sees
+//! that), or an index that is stale or unreadable, drops nothing; rows written
 //! after the index was built are never dropped; NaN rows, which SQL's order puts below or
 //! above every number depending on their sign, are kept for a range open on a side (found
 //! by a FULL or OPSI index; for the others, the blocks the summaries flag holding a NaN).
