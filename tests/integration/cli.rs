@@ -420,6 +420,34 @@ fn errors_are_short_and_exit_nonzero() {
 }
 
 /// `b2sql … | head -1`: the reader closes the pipe early; b2sql stops quietly, no panic.
+/// A generated filter of thousands of `OR` terms is thousands of levels of recursion in
+/// DataFusion's planner and in the table's filter analyses: on a default main-thread
+/// stack it aborted the process with a stack overflow (5,000 terms in a release build,
+/// fewer in a debug one). It runs, and finds the rows an `IN` list finds.
+#[test]
+fn deep_filters_do_not_overflow_the_stack() {
+    let terms: Vec<String> = (0..1500).map(|i| format!("value = {i}")).collect();
+    let sql = format!(
+        "SELECT count(*) FROM 'tests/fixtures/b2nd/geom-2d.b2nd' WHERE {}",
+        terms.join(" OR ")
+    );
+    let o = b2sql_stdin(&["query", "--format", "csv"], sql.as_bytes());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let list: Vec<String> = (0..1500).map(|i| i.to_string()).collect();
+    let by_list = ok(&[
+        "query",
+        "--format",
+        "csv",
+        &format!(
+            "SELECT count(*) FROM 'tests/fixtures/b2nd/geom-2d.b2nd' WHERE value IN ({})",
+            list.join(", ")
+        ),
+    ]);
+    // geom-2d holds value = 2 × (flat index) + 1: the odd values below 1500.
+    assert_eq!(String::from_utf8_lossy(&o.stdout), by_list);
+    assert_eq!(by_list, "count(*)\n750\n");
+}
+
 #[test]
 fn closed_stdout_is_not_a_panic() {
     use std::io::{BufRead, BufReader};

@@ -156,10 +156,38 @@ enum Compression {
     None,
 }
 
+/// Stack of the thread that plans queries. DataFusion's planner, its optimizer and the
+/// table's filter analyses recurse once per level of an expression, and a generated
+/// `x = 0 OR x = 1 OR …` of thousands of terms is thousands of levels deep: on the
+/// default 8 MiB main stack, 5,000 terms overflowed it, which aborts the process. A
+/// stack only takes memory as deep as a query reaches.
+const PLANNER_STACK_BYTES: usize = 1 << 30;
+
+/// Stack of the runtime's threads, which evaluate those expressions (recursively too).
+const WORKER_STACK_BYTES: usize = 256 << 20;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let planner = std::thread::Builder::new()
+        .name("b2sql".into())
+        .stack_size(PLANNER_STACK_BYTES)
+        .spawn(move || run_with_runtime(cli));
+    match planner.map(std::thread::JoinHandle::join) {
+        Ok(Ok(code)) => code,
+        // The panic has been reported by the panic hook.
+        Ok(Err(_)) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: cannot start a thread: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the command on a new multi-threaded runtime.
+fn run_with_runtime(cli: Cli) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(WORKER_STACK_BYTES)
         .build()
     {
         Ok(rt) => rt,
