@@ -207,7 +207,7 @@ impl FullIndex {
         for r in ranges.into_iter().filter(|r| r.start < r.end) {
             let mut at = r.start;
             while at < r.end {
-                let end = ((at / piece + 1) * piece).min(r.end);
+                let end = (at / piece + 1).saturating_mul(piece).min(r.end);
                 let b = self.positions.read_box(&[at..end], stats).await?;
                 let from = rows.len();
                 rows.extend((0..b.len() / 8).map(|i| position(&b, i)));
