@@ -222,6 +222,27 @@ impl FullIndex {
         Ok(Some(rows))
     }
 
+    /// The first and the last sorted value with the row each came from; `None` for an
+    /// index of no row.
+    ///
+    /// # Errors
+    /// IO and decoding errors.
+    pub(crate) async fn ends(&self, stats: &mut ReadStats) -> Result<Option<[(IndexKey, u64); 2]>> {
+        let Some(last) = self.rows.checked_sub(1) else {
+            return Ok(None);
+        };
+        let mut out = Vec::with_capacity(2);
+        for i in [0, last] {
+            let v = self.values.read_box(&[i..i + 1], stats).await?;
+            let p = self.positions.read_box(&[i..i + 1], stats).await?;
+            if v.len() != self.key.size() || p.len() != 8 {
+                return Ok(None);
+            }
+            out.push((self.key.key(&v), position(&p, 0)));
+        }
+        Ok(out.try_into().ok())
+    }
+
     /// The first value of block `b` of the sorted values.
     fn block_start(&self, b: u64) -> u64 {
         (b * self.block_len).min(self.rows)

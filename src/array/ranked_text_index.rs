@@ -87,6 +87,22 @@ impl RankedTextIndex {
         self.ranks.rows
     }
 
+    /// The rows holding the smallest and the largest value (the first and the last
+    /// sorted rank), when every row the index describes holds a value: a null ranks
+    /// `vocab_len` or more, and sorts last. The values are the column's, read at these
+    /// rows (the vocabulary's NumPy strings drop trailing NULs the column keeps).
+    ///
+    /// # Errors
+    /// IO and decoding errors.
+    pub async fn extreme_rows(&self, stats: &mut ReadStats) -> Result<Option<(u64, u64)>> {
+        let Some([(_, first), (last_rank, last)]) = self.ranks.ends(stats).await? else {
+            return Ok(None);
+        };
+        let ranked =
+            matches!(last_rank, IndexKey::Int(r) if (0..i128::from(self.vocab_len)).contains(&r));
+        Ok(ranked.then_some((first, last)))
+    }
+
     /// How the index reads its vocabulary as keys (text).
     pub(crate) fn key_type(&self) -> KeyType {
         self.key

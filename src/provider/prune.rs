@@ -20,8 +20,10 @@
 
 use super::zone_maps::{ZoneMaps, widen};
 use crate::array::full_index::ColumnIndex;
+use crate::array::ndarray::ReadStats;
+use crate::array::ranked_text_index::RankedTextIndex;
 use crate::array::summary::ColumnSummary;
-use crate::array::table::Table;
+use crate::array::table::{ColumnData, Table};
 use crate::arrow_reader::reader::ScanUnit;
 use crate::arrow_reader::zones::{ZonedUnit, special_chunk_values, summary_arrays};
 use crate::dataset::Dataset;
@@ -370,7 +372,8 @@ pub(super) async fn cached_column_index(
 }
 
 /// The exact minimum and maximum of column `col` (`schema`'s field) of `t`, from its
-/// SUMMARY sidecar: when no row was deleted (deleted rows still count in the extrema),
+/// SUMMARY sidecar (a utf8 column's: from its FULL index, [`ranked_text_extrema`]):
+/// when no row was deleted (deleted rows still count in the extrema),
 /// the sidecar describes every row, the column holds no nulls (python-blosc2 leaves them
 /// out; see [`Table::holds_no_null`]) and no segment holds a NaN (nor is unusable
 /// otherwise).
@@ -387,6 +390,12 @@ pub async fn exact_extrema(
     if nulls || t.live_rows != t.physical_rows || t.live_rows == 0 {
         return Ok(None);
     }
+    if let Some(ColumnIndex::RankedText(index)) =
+        cached_column_index(t, col, summaries).await?.as_deref()
+        && index.rows() == t.live_rows
+    {
+        return ranked_text_extrema(t, schema, col, index).await;
+    }
     let Some(s) = cached_summary(t, col, summaries).await? else {
         return Ok(None);
     };
@@ -399,6 +408,50 @@ pub async fn exact_extrema(
         schema.field(col).data_type(),
     )?;
     Ok(combine(&mins, &maxs, 0..s.nsegments()))
+}
+
+/// The exact extrema of utf8 column `col` of `t` (no row deleted, none null) from its
+/// FULL index: the values of the rows holding its first and last ranks.
+async fn ranked_text_extrema(
+    t: &Table,
+    schema: &Schema,
+    col: usize,
+    index: &RankedTextIndex,
+) -> crate::Result<Option<(ScalarValue, ScalarValue)>> {
+    let mut stats = ReadStats::default();
+    let Some((first, last)) = index.extreme_rows(&mut stats).await? else {
+        return Ok(None);
+    };
+    let mut values = Vec::with_capacity(2);
+    for row in [first, last] {
+        if row >= t.physical_rows {
+            return Ok(None);
+        }
+        let ColumnData::Utf8 { offsets, data } =
+            t.read_column(col, row..row + 1, &mut stats).await?
+        else {
+            return Ok(None);
+        };
+        let (Some(&a), Some(&b)) = (offsets.first(), offsets.get(1)) else {
+            return Ok(None);
+        };
+        let Some(bytes) = usize::try_from(a)
+            .ok()
+            .zip(usize::try_from(b).ok())
+            .and_then(|(a, b)| data.get(a..b))
+        else {
+            return Ok(None);
+        };
+        let Ok(text) = String::from_utf8(bytes.to_vec()) else {
+            return Ok(None);
+        };
+        let Ok(v) = ScalarValue::Utf8(Some(text)).cast_to(schema.field(col).data_type()) else {
+            return Ok(None);
+        };
+        values.push(v);
+    }
+    let [min, max]: [ScalarValue; 2] = values.try_into().expect("two values");
+    Ok(Some((min, max)))
 }
 
 /// Min of `mins` and max of `maxs` over `segs`; `None` if any segment is unknown.
