@@ -372,7 +372,8 @@ pub(super) async fn cached_column_index(
 }
 
 /// The exact minimum and maximum of column `col` (`schema`'s field) of `t`, from its
-/// SUMMARY sidecar (a utf8 column's: from its FULL index, [`ranked_text_extrema`]):
+/// SUMMARY sidecar (a utf8 column's: from its FULL index, the values of the rows
+/// [`RankedTextIndex::extreme_rows`] finds):
 /// when no row was deleted (deleted rows still count in the extrema),
 /// the sidecar describes every row, the column holds no nulls (python-blosc2 leaves them
 /// out; see [`Table::holds_no_null`]) and no segment holds a NaN (nor is unusable
