@@ -23,7 +23,7 @@ use crate::array::full_index::ColumnIndex;
 use crate::array::ndarray::ReadStats;
 use crate::array::ranked_text_index::RankedTextIndex;
 use crate::array::summary::ColumnSummary;
-use crate::array::table::{ColumnData, Table};
+use crate::array::table::{ColumnData, ColumnStorage, Table};
 use crate::arrow_reader::reader::ScanUnit;
 use crate::arrow_reader::zones::{ZonedUnit, special_chunk_values, summary_arrays};
 use crate::dataset::Dataset;
@@ -391,8 +391,14 @@ pub async fn exact_extrema(
     if nulls || t.live_rows != t.physical_rows || t.live_rows == 0 {
         return Ok(None);
     }
-    if let Some(ColumnIndex::RankedText(index)) =
-        cached_column_index(t, col, summaries).await?.as_deref()
+    // Only a utf8 column's index is opened here (others' summaries are their own files).
+    let utf8 = matches!(
+        t.open_column(col).await?.storage,
+        ColumnStorage::Utf8 { .. }
+    );
+    if utf8
+        && let Some(ColumnIndex::RankedText(index)) =
+            cached_column_index(t, col, summaries).await?.as_deref()
         && index.rows() == t.live_rows
     {
         return ranked_text_extrema(t, schema, col, index).await;
