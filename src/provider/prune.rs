@@ -19,12 +19,14 @@
 //! with DataFusion (reported Inexact).
 
 use super::zone_maps::{ZoneMaps, widen};
+use crate::array::batch_array::ItemKind;
 use crate::array::full_index::ColumnIndex;
 use crate::array::ndarray::ReadStats;
 use crate::array::ranked_text_index::RankedTextIndex;
 use crate::array::summary::ColumnSummary;
 use crate::array::table::{ColumnData, ColumnStorage, Table};
 use crate::arrow_reader::reader::ScanUnit;
+use crate::arrow_reader::varlen::var_array;
 use crate::arrow_reader::zones::{ZonedUnit, special_chunk_values, summary_arrays};
 use crate::dataset::Dataset;
 use arrow::array::{Array, ArrayRef, BooleanArray, UInt64Array};
@@ -439,20 +441,14 @@ async fn ranked_text_extrema(
         else {
             return Ok(None);
         };
-        let (Some(&a), Some(&b)) = (offsets.first(), offsets.get(1)) else {
+        // The scan's conversion (offsets and UTF-8 checked); what it refuses is left to
+        // the scan to report.
+        let what = || format!("{}: column {:?}", t.display(), schema.field(col).name());
+        let Ok(text) = var_array(ItemKind::Text, &offsets, data, None, &what) else {
             return Ok(None);
         };
-        let Some(bytes) = usize::try_from(a)
-            .ok()
-            .zip(usize::try_from(b).ok())
-            .and_then(|(a, b)| data.get(a..b))
-        else {
-            return Ok(None);
-        };
-        let Ok(text) = String::from_utf8(bytes.to_vec()) else {
-            return Ok(None);
-        };
-        let Ok(v) = ScalarValue::Utf8(Some(text)).cast_to(schema.field(col).data_type()) else {
+        let type_ = schema.field(col).data_type();
+        let Ok(v) = ScalarValue::try_from_array(&text, 0).and_then(|v| v.cast_to(type_)) else {
             return Ok(None);
         };
         values.push(v);
