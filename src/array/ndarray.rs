@@ -524,7 +524,13 @@ impl NdArray {
     /// Parses stored chunk `i` and checks its decoded size against the geometry.
     fn parse_chunk<'a>(&self, i: u64, bytes: &'a [u8]) -> Result<Chunk<'a>> {
         let path = self.display();
-        let chunk = Chunk::parse(bytes).map_err(|e| Error::chunk(e, path, i, 0))?;
+        let chunk = Chunk::parse(bytes)
+            .and_then(|c| match self.kind {
+                // ZFP streams are fields of the array's block shape.
+                ArrayKind::B2nd => c.with_block_shape(&self.geometry.blockshape),
+                _ => Ok(c),
+            })
+            .map_err(|e| Error::chunk(e, path, i, 0))?;
         let expected = self.expected_chunk_bytes(i);
         if chunk.nbytes() as u64 != expected {
             return Err(Error::corrupt(

@@ -3,6 +3,7 @@
 //! Implements `spec/chunk.md` §1–3 and §8–9 (the header-only parts), and the Blosc1
 //! flag-to-pipeline mapping of `spec/filters.md` §1.
 
+use super::codec::zfp::{Zfp, ZfpMode};
 use super::error::{ChunkError, ChunkResult};
 
 /// Compressor of a chunk's streams, by its *format code* (`flags >> 5`), refined by `udcodec`.
@@ -18,6 +19,9 @@ pub enum Codec {
     Zlib,
     /// One Zstandard frame per stream (format code 4).
     Zstd,
+    /// ZFP (Blosc2 codecs 33–35, lossy, float32/float64): one stream per block, whose
+    /// field shape only the b2nd array knows ([`Zfp::block`]).
+    Zfp(Zfp),
 }
 
 impl Codec {
@@ -29,6 +33,7 @@ impl Codec {
             Codec::Snappy => "snappy",
             Codec::Zlib => "zlib",
             Codec::Zstd => "zstd",
+            Codec::Zfp(z) => z.mode.name(),
         }
     }
 }
@@ -120,6 +125,9 @@ pub struct ChunkHeader {
     pub filters_meta: [u8; 6],
     /// Codec compcode byte (Blosc2 only; 0 for Blosc1).
     pub udcodec: u8,
+    /// The codec's parameter byte (`compcode_meta`, Blosc2 only): ZFP's accuracy,
+    /// precision or rate.
+    pub codec_meta: u8,
     /// `blosc2_flags2` (bit 0: VL-blocks).
     pub blosc2_flags2: u8,
     /// `blosc2_flags` (dictionary, special values, …).
@@ -207,6 +215,7 @@ impl ChunkHeader {
             filters: [0; 6],
             filters_meta: [0; 6],
             udcodec: 0,
+            codec_meta: 0,
             blosc2_flags2: 0,
             blosc2_flags: 0,
             header_len,
@@ -214,6 +223,7 @@ impl ChunkHeader {
         if extended {
             h.filters.copy_from_slice(&buf[16..22]);
             h.udcodec = buf[22];
+            h.codec_meta = buf[23];
             h.filters_meta.copy_from_slice(&buf[24..30]);
             h.blosc2_flags2 = buf[30];
             h.blosc2_flags = buf[31];
@@ -353,10 +363,13 @@ impl ChunkHeader {
                 1 | 2 => Ok(Codec::Lz4),
                 4 => Ok(Codec::Zlib),
                 5 => Ok(Codec::Zstd),
-                other => Err(ChunkError::Unsupported(format!(
-                    "codec {} needs a Blosc2 plugin",
-                    compcode_name(other)
-                ))),
+                other => match ZfpMode::of(other, self.codec_meta) {
+                    Some(mode) => Ok(Codec::Zfp(Zfp { mode, block: None })),
+                    None => Err(ChunkError::Unsupported(format!(
+                        "codec {} needs a Blosc2 plugin",
+                        compcode_name(other)
+                    ))),
+                },
             },
             other => Err(ChunkError::Unsupported(format!(
                 "codec format code {other} (reserved)"

@@ -331,6 +331,21 @@ impl<'a> Chunk<'a> {
                 }
             }
         }
+        if let Codec::Zfp(z) = codec {
+            if h.typesize != 4 && h.typesize != 8 {
+                return Err(ChunkError::Unsupported(format!(
+                    "codec {} with typesize {} (ZFP codes float32 and float64)",
+                    z.mode.name(),
+                    h.typesize
+                )));
+            }
+            if h.is_vl_blocks() || h.nstreams(h.blocksize, false) != 1 {
+                return Err(ChunkError::Unsupported(format!(
+                    "codec {} over split or variable-length blocks",
+                    z.mode.name()
+                )));
+            }
+        }
         if h.is_vl_blocks() && h.has_delta() {
             return Err(ChunkError::Unsupported(
                 "DELTA filter in a VL-block chunk".into(),
@@ -390,6 +405,38 @@ impl<'a> Chunk<'a> {
         chunk.codec = Some(codec);
         chunk.full_block = chunk.block_plan(chunk.header.blocksize, false);
         Ok(chunk)
+    }
+
+    /// Gives a ZFP chunk the shape of its blocks (the b2nd array's `blockshape`), which
+    /// its streams need and the chunk does not hold; other chunks are returned unchanged.
+    ///
+    /// # Errors
+    /// A ZFP chunk whose blocks are not of that shape (1 to 4 dimensions, `blocksize`
+    /// bytes of the chunk's typesize).
+    pub fn with_block_shape(mut self, blockshape: &[u64]) -> ChunkResult<Self> {
+        let Some(Codec::Zfp(z)) = self.codec else {
+            return Ok(self);
+        };
+        let fits = codec::zfp::ZfpBlockShape::new(blockshape).filter(|_| {
+            blockshape
+                .iter()
+                .try_fold(self.header.typesize as u64, |n, &d| n.checked_mul(d))
+                == Some(self.header.blocksize as u64)
+        });
+        let Some(shape) = fits else {
+            return Err(ChunkError::Unsupported(format!(
+                "codec {} over blocks of {} bytes, which a block shape {blockshape:?} of \
+                 {}-byte values does not fill (ZFP codes 1 to 4 dimensions)",
+                z.mode.name(),
+                self.header.blocksize,
+                self.header.typesize
+            )));
+        };
+        self.codec = Some(Codec::Zfp(codec::zfp::Zfp {
+            block: Some(shape),
+            ..z
+        }));
+        Ok(self)
     }
 
     /// The parsed header.
@@ -1171,6 +1218,14 @@ impl<'a> Chunk<'a> {
         n: usize,
     ) -> ChunkResult<()> {
         let codec = self.codec.expect("parse sets the codec of block chunks");
+        if let Codec::Zfp(_) = codec {
+            let out = out.get_mut(..n).ok_or(ChunkError::BadBlock {
+                block: j,
+                at,
+                why: "output shorter than the stream's size".into(),
+            })?;
+            return self.decode_stream(j, at, src, out);
+        }
         codec::decompress_stream_room(codec, src, out, n, self.dict.as_ref(), self.shape())
             .map_err(codec_error(j, at, codec))
     }
@@ -1179,6 +1234,23 @@ impl<'a> Chunk<'a> {
     /// offset `at` (the stream's size word, or a VL block's payload).
     fn decode_stream(&self, j: usize, at: usize, src: &[u8], out: &mut [u8]) -> ChunkResult<()> {
         let codec = self.codec.expect("parse sets the codec of block chunks");
+        if let Codec::Zfp(z) = codec {
+            let Some(block) = z.block else {
+                return Err(ChunkError::Unsupported(format!(
+                    "codec {}: its streams need the block shape of the b2nd array holding \
+                     the chunk",
+                    z.mode.name()
+                )));
+            };
+            return codec::zfp::decompress_into(
+                src,
+                out,
+                z.mode,
+                self.header.typesize as usize,
+                &block,
+            )
+            .map_err(codec_error(j, at, codec));
+        }
         codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape())
             .map_err(codec_error(j, at, codec))
     }

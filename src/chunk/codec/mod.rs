@@ -8,6 +8,7 @@
 pub mod blosclz;
 pub mod inflate;
 pub mod lz4;
+pub mod zfp;
 
 use super::header::Codec;
 use std::cell::RefCell;
@@ -111,6 +112,7 @@ pub fn decompress_stream(
             .map_err(|e| format!("zlib: {} (input offset {})", e.why, e.at)),
         Codec::Zstd => zstd_decompress(src, out, dict),
         Codec::Snappy => Err("snappy streams are not supported (Blosc1-only codec)".into()),
+        Codec::Zfp(_) => Err("ZFP streams need the chunk's typesize and block shape".into()),
     }
 }
 

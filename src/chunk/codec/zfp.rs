@@ -1,0 +1,578 @@
+//! ZFP, the lossy float codec python-blosc2 offers for b2nd arrays (Blosc2 codecs 33–35:
+//! `ZFP_ACC`, `ZFP_PREC`, `ZFP_RATE`): each Blosc2 block is one ZFP stream of a float32 or
+//! float64 field shaped like the array's block (1–4 dimensions), without a ZFP header.
+//!
+//! The stream is read least significant bit first (`spec/codecs.md` §1 lists these codecs
+//! as plugins; this module is their format, checked against python-blosc2 4.14.1's bytes). The field is cut
+//! into cells of 4^d values, the last ones along a dimension partial; cells follow C order,
+//! the last dimension fastest. A cell is one bit (0: all zeros), then its common exponent
+//! (8 bits for float32, 11 for float64, biased), then its integer coefficients coded by bit
+//! plane (most significant first) with group tests, in the order of increasing sequency
+//! ([`PERMUTATIONS`]). Decoding reverses the negabinary map, the decorrelating lifting
+//! transform along each dimension, and the block-floating-point scaling. What the codec's
+//! meta byte sets (an accuracy of 10^meta, a precision, a rate in percent of the input
+//! size) only changes how many bits a cell holds: [`ZfpParams`].
+
+/// How a ZFP chunk was compressed: the codec and its meta byte (`compcode_meta`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZfpMode {
+    /// Codec 33: an absolute error of at most 10^meta (meta read as `i8`).
+    Accuracy(i8),
+    /// Codec 34: `meta` bit planes beyond what the dimensions need.
+    Precision(u8),
+    /// Codec 35: `meta` percent of the input's bits.
+    Rate(u8),
+}
+
+impl ZfpMode {
+    /// The mode of Blosc2 codec `compcode` with meta byte `meta`; `None` for other codecs.
+    pub fn of(compcode: u8, meta: u8) -> Option<Self> {
+        match compcode {
+            33 => Some(ZfpMode::Accuracy(meta as i8)),
+            34 => Some(ZfpMode::Precision(meta)),
+            35 => Some(ZfpMode::Rate(meta)),
+            _ => None,
+        }
+    }
+
+    /// Blosc2's name of the codec.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZfpMode::Accuracy(_) => "zfp_acc",
+            ZfpMode::Precision(_) => "zfp_prec",
+            ZfpMode::Rate(_) => "zfp_rate",
+        }
+    }
+}
+
+/// The shape of the field one Blosc2 block holds: the b2nd array's block shape, outermost
+/// dimension first (1 to 4 dimensions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZfpBlockShape {
+    ndim: usize,
+    /// Extents, the last dimension fastest; unused entries are 1.
+    dims: [usize; 4],
+}
+
+impl ZfpBlockShape {
+    /// The block shape `shape` (C order), if ZFP can hold it: 1 to 4 dimensions, none 0.
+    pub fn new(shape: &[u64]) -> Option<Self> {
+        if shape.is_empty() || shape.len() > 4 || shape.contains(&0) {
+            return None;
+        }
+        let mut dims = [1usize; 4];
+        for (d, &s) in dims.iter_mut().zip(shape) {
+            *d = usize::try_from(s).ok()?;
+        }
+        Some(ZfpBlockShape {
+            ndim: shape.len(),
+            dims,
+        })
+    }
+
+    /// Values in the field.
+    fn values(&self) -> Option<usize> {
+        self.dims[..self.ndim]
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+    }
+}
+
+/// A ZFP chunk's codec: its mode, and the block shape the array gives it (the chunk
+/// alone does not say it; streams cannot be decoded without it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Zfp {
+    /// Codec and meta byte.
+    pub mode: ZfpMode,
+    /// The array's block shape, once known.
+    pub block: Option<ZfpBlockShape>,
+}
+
+/// The bit budget and precision limits of a stream, as ZFP's `zfp_stream_set_accuracy`,
+/// `…_precision` and `…_rate` set them for what the Blosc2 codec asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ZfpParams {
+    /// Bits a cell takes at least (fixed rate: exactly).
+    minbits: i64,
+    /// Bits a cell takes at most.
+    maxbits: i64,
+    /// Bit planes coded at most.
+    maxprec: u32,
+    /// Smallest exponent of a coded bit (accuracy).
+    minexp: i32,
+}
+
+/// ZFP's limits: bits per cell, bit planes, smallest float64 exponent.
+const MIN_BITS: i64 = 1;
+const MAX_BITS: i64 = 16658;
+const MAX_PREC: u32 = 64;
+const MIN_EXP: i32 = -1074;
+
+impl ZfpParams {
+    fn of(mode: ZfpMode, typesize: usize, ndim: usize) -> Self {
+        let (ebits, _) = exponent_bits(typesize);
+        match mode {
+            ZfpMode::Accuracy(k) => {
+                // The tolerance 10^k (k in −128..=127: a normal, finite float64); the
+                // exponent of the power of two at or below it.
+                let tolerance = 10f64.powi(k.into());
+                let exponent = ((tolerance.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+                ZfpParams {
+                    minbits: MIN_BITS,
+                    maxbits: MAX_BITS,
+                    maxprec: MAX_PREC,
+                    minexp: exponent,
+                }
+            }
+            ZfpMode::Precision(p) => ZfpParams {
+                minbits: MIN_BITS,
+                maxbits: MAX_BITS,
+                maxprec: (u32::from(p) + 3 + 2 * ndim as u32).min(MAX_PREC),
+                minexp: MIN_EXP,
+            },
+            ZfpMode::Rate(percent) => {
+                let rate = f64::from(percent) / 100.0 * typesize as f64 * 8.0;
+                let cell = (1usize << (2 * ndim)) as f64;
+                let bits = ((cell * rate + 0.5).floor() as i64).max(1 + ebits as i64);
+                ZfpParams {
+                    minbits: bits,
+                    maxbits: bits,
+                    maxprec: MAX_PREC,
+                    minexp: MIN_EXP,
+                }
+            }
+        }
+    }
+}
+
+/// Exponent bits and bias of a cell's common exponent, by typesize (4 or 8).
+fn exponent_bits(typesize: usize) -> (u32, i32) {
+    if typesize == 4 { (8, 127) } else { (11, 1023) }
+}
+
+/// The coefficient orders of cells of 1–4 dimensions, by increasing sequency (sum of the
+/// coordinates, then of their squares, ties as ZFP orders them): coordinates of each
+/// coefficient as digits, the first dimension (x, fastest) first.
+const PERMUTATIONS: [&str; 3] = [
+    // 2-D
+    "00 10 01 11 20 02 21 12 30 03 22 31 13 32 23 33",
+    // 3-D
+    "000 100 010 001 011 101 110 200 020 002 111 210 201 021 120 102 012 300 030 003 \
+     211 121 112 022 202 220 310 301 031 130 103 013 122 212 221 311 131 113 320 302 \
+     032 230 203 023 222 321 312 132 231 213 123 033 303 330 322 232 223 133 313 331 \
+     233 323 332 333",
+    // 4-D
+    "0000 1000 0100 0010 0001 1100 0011 1010 0101 1001 0110 2000 0200 0020 0002 0111 \
+     1011 1101 1110 2100 2010 2001 0210 0201 1200 0021 1020 0120 1002 0102 0012 3000 \
+     0300 0030 0003 1111 2011 2101 2110 1201 1210 0211 1120 0121 1021 0112 1012 1102 \
+     2200 0022 2020 0202 2002 0220 3100 3010 3001 0310 0301 1300 0031 1030 0130 1003 \
+     0103 0013 2111 1211 1121 1112 1022 1202 1220 2102 2120 0122 2210 0212 2012 0221 \
+     2021 2201 3011 3101 3110 1301 1310 0311 1130 0131 1031 0113 1013 1103 3200 3020 \
+     3002 0320 0302 2300 0032 2030 0230 2003 0203 0023 2211 1122 2121 1212 2112 1221 \
+     0222 2022 2202 2220 3111 1311 1131 1113 3210 3201 3021 3120 3102 3012 0321 1320 \
+     1302 0312 2310 2301 1032 0132 2130 2031 0231 1230 2103 2013 0213 1203 1023 0123 \
+     3300 0033 3030 0303 3003 0330 1222 2122 2212 2221 3211 3121 3112 1321 1312 2311 \
+     1132 2131 1231 2113 1213 1123 3022 3202 3220 2302 2320 0322 2230 0232 2032 0223 \
+     2023 2203 1033 1303 1330 3103 3130 0133 3310 0313 3013 0331 3031 3301 2222 3122 \
+     3212 3221 2312 2321 1322 2231 1232 2132 1223 2123 2213 3311 1133 3131 1313 3113 \
+     1331 2033 2303 2330 3203 3230 0233 3320 0323 3023 0332 3032 3302 3222 2322 2232 \
+     2223 2133 2313 2331 3213 3231 1233 3321 1323 3123 1332 3132 3312 0333 3033 3303 \
+     3330 3322 2233 3232 2323 3223 2332 1333 3133 3313 3331 2333 3233 3323 3332 3333",
+];
+
+/// The coefficient order of a cell of `ndim` dimensions: position `i` of the coded
+/// sequence goes to index `order[i]` of the cell (x fastest).
+fn permutation(ndim: usize) -> Vec<usize> {
+    if ndim == 1 {
+        return (0..4).collect();
+    }
+    PERMUTATIONS[ndim - 2]
+        .split_whitespace()
+        .map(|c| {
+            c.bytes()
+                .rev()
+                .fold(0, |at, digit| at * 4 + usize::from(digit - b'0'))
+        })
+        .collect()
+}
+
+/// The orders of 2-, 3- and 4-D cells, made once.
+fn permutations() -> &'static [Vec<usize>; 4] {
+    static ORDERS: std::sync::OnceLock<[Vec<usize>; 4]> = std::sync::OnceLock::new();
+    ORDERS.get_or_init(|| {
+        [
+            permutation(1),
+            permutation(2),
+            permutation(3),
+            permutation(4),
+        ]
+    })
+}
+
+/// A ZFP bit stream: least significant bit of each byte first. Reads past the end give
+/// zeros; [`BitReader::overran`] says whether any did (every loop of the decoder is
+/// bounded by its bit budget and the field's size, so none runs on).
+struct BitReader<'a> {
+    src: &'a [u8],
+    /// Position in bits.
+    pos: usize,
+}
+
+impl BitReader<'_> {
+    #[inline]
+    fn bit(&mut self) -> bool {
+        let byte = self.src.get(self.pos >> 3).copied().unwrap_or(0);
+        let b = (byte >> (self.pos & 7)) & 1;
+        self.pos += 1;
+        b != 0
+    }
+
+    /// The next `n` (≤ 64) bits, the first read in bit 0.
+    #[inline]
+    fn bits(&mut self, n: u32) -> u64 {
+        let mut v = 0u64;
+        let mut got = 0;
+        while got < n {
+            let byte = self.src.get(self.pos >> 3).copied().unwrap_or(0);
+            let off = (self.pos & 7) as u32;
+            let take = (8 - off).min(n - got);
+            let part = (u64::from(byte) >> off) & ((1u64 << take) - 1);
+            v |= part << got;
+            got += take;
+            self.pos += take as usize;
+        }
+        v
+    }
+
+    fn skip(&mut self, n: i64) {
+        if n > 0 {
+            self.pos = self.pos.saturating_add(n as usize);
+        }
+    }
+
+    fn overran(&self) -> bool {
+        self.pos > self.src.len().saturating_mul(8)
+    }
+}
+
+/// The integer type of a float's coefficients (`i32` for float32, `i64` for float64),
+/// with ZFP's reversible integer steps.
+trait Coefficient: Copy + Default {
+    /// Bits of the type.
+    const BITS: u32;
+    /// Maps a negabinary bit pattern (as `u64`, the type's low bits) to the integer.
+    fn from_negabinary(u: u64) -> Self;
+    /// The inverse lifting step on four values.
+    fn inv_lift(v: [Self; 4]) -> [Self; 4];
+    /// The value as the float type, scaled by the power of two `scale` (exactly as the
+    /// C library computes `(Scalar)(s * x)`), written little-endian into `out`.
+    fn write_scaled(self, scale: f64, out: &mut [u8]);
+    /// 2^e in the float type (0 below its smallest subnormal, infinity above its range),
+    /// as an `f64` holding it exactly.
+    fn power_of_two(e: i32) -> f64;
+}
+
+macro_rules! coefficient {
+    ($int:ty, $uint:ty, $float:ty, $mask:expr, $min_sub:expr, $max:expr) => {
+        impl Coefficient for $int {
+            const BITS: u32 = <$int>::BITS;
+
+            #[inline]
+            fn from_negabinary(u: u64) -> Self {
+                let u = u as $uint;
+                (u ^ $mask).wrapping_sub($mask) as $int
+            }
+
+            #[inline]
+            fn inv_lift([mut x, mut y, mut z, mut w]: [Self; 4]) -> [Self; 4] {
+                y = y.wrapping_add(w >> 1);
+                w = w.wrapping_sub(y >> 1);
+                y = y.wrapping_add(w);
+                w = w.wrapping_shl(1).wrapping_sub(y);
+                z = z.wrapping_add(x);
+                x = x.wrapping_shl(1).wrapping_sub(z);
+                y = y.wrapping_add(z);
+                z = z.wrapping_shl(1).wrapping_sub(y);
+                w = w.wrapping_add(x);
+                x = x.wrapping_shl(1).wrapping_sub(w);
+                [x, y, z, w]
+            }
+
+            #[inline]
+            fn write_scaled(self, scale: f64, out: &mut [u8]) {
+                // `scale` holds a power of two of the float type exactly.
+                let v = (self as $float) * (scale as $float);
+                out.copy_from_slice(&v.to_le_bytes());
+            }
+
+            fn power_of_two(e: i32) -> f64 {
+                if e < $min_sub {
+                    0.0
+                } else if e > $max {
+                    f64::INFINITY
+                } else {
+                    exact_power_of_two(e)
+                }
+            }
+        }
+    };
+}
+
+coefficient!(i32, u32, f32, 0xaaaa_aaaau32, -149, 127);
+coefficient!(i64, u64, f64, 0xaaaa_aaaa_aaaa_aaaau64, -1074, 1023);
+
+/// 2^e as an `f64`, exactly, for e in −1074..=1023 (subnormals included).
+fn exact_power_of_two(e: i32) -> f64 {
+    if e >= -1022 {
+        f64::from_bits(((e + 1023) as u64) << 52)
+    } else {
+        f64::from_bits(1u64 << (e + 1074))
+    }
+}
+
+/// Decodes one cell's integer coefficients, bit plane by bit plane, into `data` (as
+/// unsigned patterns), within a budget of `maxbits` bits and `maxprec` planes. Returns
+/// the bits read.
+fn decode_ints(
+    r: &mut BitReader,
+    maxbits: i64,
+    maxprec: u32,
+    intprec: u32,
+    data: &mut [u64],
+) -> i64 {
+    let size = data.len();
+    data.fill(0);
+    let kmin = intprec.saturating_sub(maxprec);
+    let mut bits = maxbits.max(0);
+    let mut k = intprec;
+    let mut n = 0usize;
+    while bits > 0 && k > kmin {
+        k -= 1;
+        // The first n coefficients, already significant: one verbatim bit each.
+        let m = (n as i64).min(bits) as usize;
+        bits -= m as i64;
+        let mut i = 0;
+        while i < m {
+            let take = (m - i).min(64);
+            let mut word = r.bits(take as u32);
+            while word != 0 {
+                let t = word.trailing_zeros() as usize;
+                data[i + t] |= 1u64 << k;
+                word &= word - 1;
+            }
+            i += take;
+        }
+        // The rest by group tests: a 1 says another coefficient becomes significant,
+        // found by a unary run; a 0 ends the plane.
+        while bits > 0 && n < size {
+            bits -= 1;
+            if !r.bit() {
+                break;
+            }
+            while bits > 0 && n < size - 1 {
+                bits -= 1;
+                if r.bit() {
+                    break;
+                }
+                n += 1;
+            }
+            data[n] |= 1u64 << k;
+            n += 1;
+        }
+    }
+    maxbits.max(0) - bits
+}
+
+/// Decodes one cell of `ndim` dimensions into `cell` (4^ndim values, x fastest) as bytes
+/// of the float type.
+fn decode_cell<C: Coefficient>(
+    r: &mut BitReader,
+    p: &ZfpParams,
+    ndim: usize,
+    typesize: usize,
+    ints: &mut [u64],
+    coefs: &mut [C],
+    cell: &mut [u8],
+) {
+    let size = ints.len();
+    let mut bits: i64 = 1;
+    if !r.bit() {
+        cell.fill(0);
+        if p.minbits > bits {
+            r.skip(p.minbits - bits);
+        }
+        return;
+    }
+    let (ebits, bias) = exponent_bits(typesize);
+    bits += i64::from(ebits);
+    let emax = r.bits(ebits) as i32 - bias;
+    let planes = (emax - p.minexp + 2 * ndim as i32 + 2).max(0) as u32;
+    let maxprec = p.maxprec.min(planes);
+    let used = decode_ints(r, p.maxbits - bits, maxprec, C::BITS, ints);
+    if used < p.minbits - bits {
+        r.skip(p.minbits - bits - used);
+    }
+    let order = &permutations()[ndim - 1];
+    for (&u, &at) in ints.iter().zip(order) {
+        coefs[at] = C::from_negabinary(u);
+    }
+    // The inverse transform along each dimension, the outermost (largest stride) first.
+    for axis in (0..ndim).rev() {
+        let stride = 1usize << (2 * axis);
+        for base in (0..size).filter(|b| (b / stride).is_multiple_of(4)) {
+            let v = [
+                coefs[base],
+                coefs[base + stride],
+                coefs[base + 2 * stride],
+                coefs[base + 3 * stride],
+            ];
+            let [x, y, z, w] = C::inv_lift(v);
+            coefs[base] = x;
+            coefs[base + stride] = y;
+            coefs[base + 2 * stride] = z;
+            coefs[base + 3 * stride] = w;
+        }
+    }
+    let scale = C::power_of_two(emax - (C::BITS as i32 - 2));
+    for (c, out) in coefs.iter().zip(cell.chunks_exact_mut(typesize)) {
+        c.write_scaled(scale, out);
+    }
+}
+
+/// Decodes the ZFP stream `src` of one Blosc2 block, a field of `shape` values of
+/// `typesize` 4 (float32) or 8 (float64), into `out` (exactly the field's bytes, C order).
+///
+/// # Errors
+/// A typesize other than 4 or 8, an `out` of another size, or a stream that ends before
+/// the field does.
+pub fn decompress_into(
+    src: &[u8],
+    out: &mut [u8],
+    mode: ZfpMode,
+    typesize: usize,
+    shape: &ZfpBlockShape,
+) -> Result<(), String> {
+    if typesize != 4 && typesize != 8 {
+        return Err(format!(
+            "typesize {typesize} (ZFP codes float32 and float64 only)"
+        ));
+    }
+    let values = shape.values().ok_or("block shape overflows")?;
+    if values.checked_mul(typesize) != Some(out.len()) {
+        return Err(format!(
+            "the block holds {} bytes, its shape {:?} of {typesize}-byte values needs {}",
+            out.len(),
+            &shape.dims[..shape.ndim],
+            values.saturating_mul(typesize)
+        ));
+    }
+    let ndim = shape.ndim;
+    let params = ZfpParams::of(mode, typesize, ndim);
+    // Dimensions x (fastest) first.
+    let mut ext = [1usize; 4];
+    for (e, &d) in ext.iter_mut().zip(shape.dims[..ndim].iter().rev()) {
+        *e = d;
+    }
+    let cells = [0, 1, 2, 3].map(|a| ext[a].div_ceil(4));
+    let size = 1usize << (2 * ndim);
+    let mut r = BitReader { src, pos: 0 };
+    let mut ints = vec![0u64; size];
+    let mut cell = vec![0u8; size * typesize];
+    let mut c32 = vec![0i32; if typesize == 4 { size } else { 0 }];
+    let mut c64 = vec![0i64; if typesize == 8 { size } else { 0 }];
+    for cw in 0..cells[3] {
+        for cz in 0..cells[2] {
+            for cy in 0..cells[1] {
+                for cx in 0..cells[0] {
+                    if typesize == 4 {
+                        decode_cell(&mut r, &params, ndim, 4, &mut ints, &mut c32, &mut cell);
+                    } else {
+                        decode_cell(&mut r, &params, ndim, 8, &mut ints, &mut c64, &mut cell);
+                    }
+                    if r.overran() {
+                        return Err(format!(
+                            "the stream ({} bytes) ends inside cell ({cw}, {cz}, {cy}, {cx})",
+                            src.len()
+                        ));
+                    }
+                    let origin = [cx * 4, cy * 4, cz * 4, cw * 4];
+                    let n = [0, 1, 2, 3].map(|a| (ext[a] - origin[a]).min(4));
+                    for lw in 0..n[3] {
+                        for lz in 0..n[2] {
+                            for ly in 0..n[1] {
+                                let at = ((origin[3] + lw) * ext[2] + origin[2] + lz) * ext[1]
+                                    + origin[1]
+                                    + ly;
+                                let dst = (at * ext[0] + origin[0]) * typesize;
+                                let from = (lw * 16 + lz * 4 + ly) * 4 * typesize;
+                                out[dst..dst + n[0] * typesize]
+                                    .copy_from_slice(&cell[from..from + n[0] * typesize]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutations_are_permutations_ordered_by_sequency() {
+        for ndim in 1..=4 {
+            let order = permutation(ndim);
+            let mut seen = order.clone();
+            seen.sort_unstable();
+            assert_eq!(
+                seen,
+                (0..1usize << (2 * ndim)).collect::<Vec<_>>(),
+                "{ndim}-D"
+            );
+            let sums: Vec<usize> = order
+                .iter()
+                .map(|&i| (0..ndim).map(|a| (i >> (2 * a)) & 3).sum())
+                .collect();
+            assert!(sums.windows(2).all(|w| w[0] <= w[1]), "{ndim}-D");
+        }
+    }
+
+    #[test]
+    fn negabinary_and_lifting_invert_small_cases() {
+        // 0b11 in negabinary is -2 + 1 = -1; 0b110 is 4 - 2 = 2.
+        assert_eq!(i32::from_negabinary(0b11), -1);
+        assert_eq!(i64::from_negabinary(0b110), 2);
+        // A constant signal lifts to its DC coefficient alone.
+        assert_eq!(i32::inv_lift([8, 0, 0, 0]), [8, 8, 8, 8]);
+    }
+
+    #[test]
+    fn parameters_follow_the_codec_meta() {
+        // 10^-3 lies in [2^-10, 2^-9).
+        assert_eq!(ZfpParams::of(ZfpMode::Accuracy(-3), 8, 2).minexp, -10);
+        assert_eq!(ZfpParams::of(ZfpMode::Accuracy(0), 4, 1).minexp, 0);
+        assert_eq!(ZfpParams::of(ZfpMode::Precision(20), 8, 2).maxprec, 27);
+        assert_eq!(ZfpParams::of(ZfpMode::Precision(200), 8, 4).maxprec, 64);
+        // 30 % of 64 bits is 19.2 bits a value; 16 values a 2-D cell.
+        let rate = ZfpParams::of(ZfpMode::Rate(30), 8, 2);
+        assert_eq!((rate.minbits, rate.maxbits), (307, 307));
+        assert_eq!(ZfpParams::of(ZfpMode::Rate(0), 4, 1).maxbits, 9);
+    }
+
+    #[test]
+    fn truncated_streams_are_refused() {
+        let shape = ZfpBlockShape::new(&[8, 8]).unwrap();
+        let mut out = vec![0u8; 64 * 8];
+        // A cell that says it holds values, then nothing.
+        let e = decompress_into(&[1], &mut out, ZfpMode::Accuracy(-3), 8, &shape).unwrap_err();
+        assert!(e.contains("ends inside cell"), "{e}");
+        // All-zero cells take one bit each: 4 cells fit in a byte.
+        decompress_into(&[0], &mut out, ZfpMode::Accuracy(-3), 8, &shape).unwrap();
+        assert!(out.iter().all(|&b| b == 0));
+        let e = decompress_into(&[0], &mut out[8..], ZfpMode::Accuracy(-3), 8, &shape);
+        assert!(e.unwrap_err().contains("needs 512"));
+    }
+}
