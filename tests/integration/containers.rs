@@ -196,6 +196,55 @@ async fn boxes_read_only_what_they_touch() {
     assert_eq!(stats.bytes_fetched, 0);
 }
 
+/// ZFP arrays (python-blosc2's lossy float codecs) read by boxes: the blocks a box
+/// touches, decoded alone, give the same values as the whole array (which
+/// `every_array_fixture_reads_back_exactly` checks against python-blosc2's decoding), and
+/// boxes that leave some blocks untouched skip them.
+#[tokio::test]
+async fn zfp_boxes_equal_the_whole_array() {
+    let mut rng = crate::util::Rng(0x2F9_0001);
+    let mut skipped = 0;
+    for rel in [
+        "b2nd/zfp-acc-1d.b2nd",
+        "b2nd/zfp-prec-2d.b2nd",
+        "b2nd/zfp-rate-3d.b2nd",
+        "b2nd/zfp-acc-4d.b2nd",
+    ] {
+        let arr = open(rel, "b2nd").await;
+        let all = arr.read_all().await.unwrap();
+        let shape = arr.geometry.shape.clone();
+        let item = all.len() / shape.iter().product::<u64>() as usize;
+        for _ in 0..12 {
+            let bx: Vec<std::ops::Range<u64>> = shape
+                .iter()
+                .map(|&n| {
+                    let a = rng.next(n);
+                    a..a + 1 + rng.next(n - a)
+                })
+                .collect();
+            let mut stats = Default::default();
+            let got = arr.read_box(&bx, &mut stats).await.unwrap();
+            skipped += stats.blocks_skipped;
+            let mut want = Vec::new();
+            let count: u64 = bx.iter().map(|r| r.end - r.start).product();
+            for k in 0..count {
+                // The k-th item of the box, C order, as a flat index of the array.
+                let (mut rem, mut flat, mut stride) = (k, 0u64, 1u64);
+                for d in (0..shape.len()).rev() {
+                    let len = bx[d].end - bx[d].start;
+                    flat += (bx[d].start + rem % len) * stride;
+                    rem /= len;
+                    stride *= shape[d];
+                }
+                let at = flat as usize * item;
+                want.extend_from_slice(&all[at..at + item]);
+            }
+            assert!(got == want, "{rel}: box {bx:?}");
+        }
+    }
+    assert!(skipped > 0, "no box skipped a block");
+}
+
 #[tokio::test]
 async fn c_blosc2_frames_decode() {
     for (name, nbytes, sha) in [

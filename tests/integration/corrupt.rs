@@ -141,6 +141,8 @@ async fn mutated_containers_error_cleanly() {
         ("b2nd/geom-2d.b2nd", ""),
         ("b2nd/struct-nested.b2nd", ""),
         ("b2nd/special-zeros.b2nd", ""),
+        ("b2nd/zfp-rate-3d.b2nd", ""),
+        ("b2nd/zfp-prec-2d.b2nd", ""),
         ("schunk/plain.b2frame", ""),
         ("b2nd/sparse.b2nd", "chunks.b2frame"),
         ("b2nd/sparse.b2nd", "00000001.chunk"),
