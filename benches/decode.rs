@@ -151,9 +151,20 @@ fn main() {
             b
         })
         .collect();
+    // ZFP chunks carry their array's block shape beside them.
     let chunks: Vec<Chunk> = bufs
         .iter()
-        .map(|b| Chunk::parse(b.bytes()).unwrap())
+        .zip(&cases)
+        .map(|(b, (_, info))| {
+            let chunk = Chunk::parse(b.bytes()).unwrap();
+            match info.get("blockshape") {
+                Some(shape) => {
+                    let shape: Vec<u64> = serde_json::from_value(shape.clone()).unwrap();
+                    chunk.with_block_shape(&shape).unwrap()
+                }
+                None => chunk,
+            }
+        })
         .collect();
     let mut outs: Vec<PageAligned> = chunks
         .iter()

@@ -209,49 +209,104 @@ fn permutations() -> &'static [Vec<usize>; 4] {
     })
 }
 
-/// A ZFP bit stream: least significant bit of each byte first. Reads past the end give
-/// zeros; [`BitReader::overran`] says whether any did (every loop of the decoder is
-/// bounded by its bit budget and the field's size, so none runs on).
+/// A ZFP bit stream: least significant bit of each byte first, read through a 64-bit
+/// buffer. Reads past the end give zeros; [`BitReader::overran`] says whether any did
+/// (every loop of the decoder is bounded by its bit budget and the field's size, so none
+/// runs on).
 struct BitReader<'a> {
     src: &'a [u8],
-    /// Position in bits.
-    pos: usize,
+    /// Bytes moved into `buf` so far (past the end: zeros).
+    loaded: usize,
+    /// The next `avail` bits, the next one in bit 0; the bits above are zero.
+    buf: u64,
+    avail: u32,
 }
 
-impl BitReader<'_> {
+impl<'a> BitReader<'a> {
+    fn new(src: &'a [u8]) -> Self {
+        BitReader {
+            src,
+            loaded: 0,
+            buf: 0,
+            avail: 0,
+        }
+    }
+
+    /// Tops the buffer up to 56–63 bits.
+    #[inline]
+    fn refill(&mut self) {
+        let word = match self.src.get(self.loaded..self.loaded + 8) {
+            Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+            None => {
+                let mut tail = [0u8; 8];
+                let rest = self.src.get(self.loaded..).unwrap_or(&[]);
+                tail[..rest.len()].copy_from_slice(rest);
+                u64::from_le_bytes(tail)
+            }
+        };
+        self.buf |= word << self.avail;
+        self.loaded += ((63 - self.avail) >> 3) as usize;
+        self.avail |= 56;
+    }
+
+    /// At least 56 of the next bits (more may be zero beyond `avail`): the buffer.
+    #[inline]
+    fn peek(&mut self) -> u64 {
+        if self.avail < 56 {
+            self.refill();
+        }
+        self.buf
+    }
+
+    /// Drops `n` (at most 56) bits.
+    #[inline]
+    fn consume(&mut self, n: u32) {
+        debug_assert!(n <= self.avail);
+        self.buf = if n >= 64 { 0 } else { self.buf >> n };
+        self.avail -= n;
+    }
+
     #[inline]
     fn bit(&mut self) -> bool {
-        let byte = self.src.get(self.pos >> 3).copied().unwrap_or(0);
-        let b = (byte >> (self.pos & 7)) & 1;
-        self.pos += 1;
+        if self.avail == 0 {
+            self.refill();
+        }
+        let b = self.buf & 1;
+        self.buf >>= 1;
+        self.avail -= 1;
         b != 0
     }
 
     /// The next `n` (≤ 64) bits, the first read in bit 0.
     #[inline]
     fn bits(&mut self, n: u32) -> u64 {
-        let mut v = 0u64;
-        let mut got = 0;
-        while got < n {
-            let byte = self.src.get(self.pos >> 3).copied().unwrap_or(0);
-            let off = (self.pos & 7) as u32;
-            let take = (8 - off).min(n - got);
-            let part = (u64::from(byte) >> off) & ((1u64 << take) - 1);
-            v |= part << got;
-            got += take;
-            self.pos += take as usize;
+        if n > 32 {
+            let low = self.bits(32);
+            return low | (self.bits(n - 32) << 32);
         }
+        let v = self.peek() & ((1u64 << n) - 1);
+        self.consume(n);
         v
+    }
+
+    /// Position in bits.
+    fn position(&self) -> usize {
+        self.loaded * 8 - self.avail as usize
     }
 
     fn skip(&mut self, n: i64) {
         if n > 0 {
-            self.pos = self.pos.saturating_add(n as usize);
+            let to = self.position().saturating_add(n as usize);
+            self.loaded = to / 8;
+            self.buf = 0;
+            self.avail = 0;
+            self.peek();
+            self.consume((to % 8) as u32);
         }
     }
 
     fn overran(&self) -> bool {
-        self.pos > self.src.len().saturating_mul(8)
+        self.position() > self.src.len().saturating_mul(8)
     }
 }
 
@@ -353,7 +408,7 @@ fn decode_ints(
         bits -= m as i64;
         let mut i = 0;
         while i < m {
-            let take = (m - i).min(64);
+            let take = (m - i).min(56);
             let mut word = r.bits(take as u32);
             while word != 0 {
                 let t = word.trailing_zeros() as usize;
@@ -369,12 +424,21 @@ fn decode_ints(
             if !r.bit() {
                 break;
             }
-            while bits > 0 && n < size - 1 {
-                bits -= 1;
-                if r.bit() {
+            // Up to `left` zeros, then (unless they ran out) the one that ends the run.
+            let mut left = bits.min((size - 1 - n) as i64);
+            while left > 0 {
+                let window = left.min(56) as u32;
+                let zeros = r.peek().trailing_zeros();
+                if zeros < window {
+                    r.consume(zeros + 1);
+                    n += zeros as usize;
+                    bits -= i64::from(zeros) + 1;
                     break;
                 }
-                n += 1;
+                r.consume(window);
+                n += window as usize;
+                bits -= i64::from(window);
+                left -= i64::from(window);
             }
             data[n] |= 1u64 << k;
             n += 1;
@@ -419,7 +483,9 @@ fn decode_cell<C: Coefficient>(
     // The inverse transform along each dimension, the outermost (largest stride) first.
     for axis in (0..ndim).rev() {
         let stride = 1usize << (2 * axis);
-        for base in (0..size).filter(|b| (b / stride).is_multiple_of(4)) {
+        let lines =
+            (0..size / (4 * stride)).flat_map(|hi| (0..stride).map(move |lo| hi * 4 * stride + lo));
+        for base in lines {
             let v = [
                 coefs[base],
                 coefs[base + stride],
@@ -475,7 +541,7 @@ pub fn decompress_into(
     }
     let cells = [0, 1, 2, 3].map(|a| ext[a].div_ceil(4));
     let size = 1usize << (2 * ndim);
-    let mut r = BitReader { src, pos: 0 };
+    let mut r = BitReader::new(src);
     let mut ints = vec![0u64; size];
     let mut cell = vec![0u8; size * typesize];
     let mut c32 = vec![0i32; if typesize == 4 { size } else { 0 }];
@@ -560,6 +626,44 @@ mod tests {
         let rate = ZfpParams::of(ZfpMode::Rate(30), 8, 2);
         assert_eq!((rate.minbits, rate.maxbits), (307, 307));
         assert_eq!(ZfpParams::of(ZfpMode::Rate(0), 4, 1).maxbits, 9);
+    }
+
+    #[test]
+    fn the_buffered_reader_reads_bits_in_stream_order() {
+        // Against the bits taken one by one from the bytes, over mixed reads and skips.
+        let src: Vec<u8> = (0..97u32)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8)
+            .collect();
+        let bit_at = |p: usize| src.get(p / 8).is_some_and(|b| (b >> (p % 8)) & 1 == 1);
+        let mut r = BitReader::new(&src);
+        let mut p = 0usize;
+        for step in 0..400usize {
+            match step % 5 {
+                0 => {
+                    assert_eq!(r.bit(), bit_at(p), "step {step}");
+                    p += 1;
+                }
+                1 | 2 => {
+                    let n = (step * 7 % 65) as u32;
+                    let want =
+                        (0..n as usize).fold(0u64, |v, i| v | (u64::from(bit_at(p + i)) << i));
+                    assert_eq!(r.bits(n), want, "step {step}");
+                    p += n as usize;
+                }
+                3 => {
+                    let zeros = r.peek().trailing_zeros().min(56) as usize;
+                    assert!((0..zeros).all(|i| !bit_at(p + i)), "step {step}");
+                    r.consume(zeros as u32);
+                    p += zeros;
+                }
+                _ => {
+                    r.skip((step % 13) as i64);
+                    p += step % 13;
+                }
+            }
+            assert_eq!(r.position(), p);
+            assert_eq!(r.overran(), p > src.len() * 8);
+        }
     }
 
     #[test]
