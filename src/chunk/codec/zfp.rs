@@ -277,13 +277,10 @@ impl<'a> BitReader<'a> {
         b != 0
     }
 
-    /// The next `n` (≤ 64) bits, the first read in bit 0.
+    /// The next `n` (≤ 56) bits, the first read in bit 0.
     #[inline]
     fn bits(&mut self, n: u32) -> u64 {
-        if n > 32 {
-            let low = self.bits(32);
-            return low | (self.bits(n - 32) << 32);
-        }
+        debug_assert!(n <= 56);
         let v = self.peek() & ((1u64 << n) - 1);
         self.consume(n);
         v
@@ -406,14 +403,22 @@ fn decode_ints(
         // The first n coefficients, already significant: one verbatim bit each.
         let m = (n as i64).min(bits) as usize;
         bits -= m as i64;
+        // Cells of up to 64 coefficients gather the plane in one word, then deposit it
+        // without branches; 4-D cells deposit each piece's set bits.
+        let mut plane = 0u64;
         let mut i = 0;
         while i < m {
             let take = (m - i).min(56);
-            let mut word = r.bits(take as u32);
-            while word != 0 {
-                let t = word.trailing_zeros() as usize;
-                data[i + t] |= 1u64 << k;
-                word &= word - 1;
+            let word = r.bits(take as u32);
+            if size <= 64 {
+                plane |= word << i;
+            } else {
+                let mut word = word;
+                while word != 0 {
+                    let t = word.trailing_zeros() as usize;
+                    data[i + t] |= 1u64 << k;
+                    word &= word - 1;
+                }
             }
             i += take;
         }
@@ -440,8 +445,17 @@ fn decode_ints(
                 bits -= i64::from(window);
                 left -= i64::from(window);
             }
-            data[n] |= 1u64 << k;
+            if size <= 64 {
+                plane |= 1u64 << n;
+            } else {
+                data[n] |= 1u64 << k;
+            }
             n += 1;
+        }
+        if size <= 64 {
+            for (i, d) in data[..n].iter_mut().enumerate() {
+                *d |= ((plane >> i) & 1) << k;
+            }
         }
     }
     maxbits.max(0) - bits
@@ -644,7 +658,7 @@ mod tests {
                     p += 1;
                 }
                 1 | 2 => {
-                    let n = (step * 7 % 65) as u32;
+                    let n = (step * 7 % 57) as u32;
                     let want =
                         (0..n as usize).fold(0u64, |v, i| v | (u64::from(bit_at(p + i)) << i));
                     assert_eq!(r.bits(n), want, "step {step}");
