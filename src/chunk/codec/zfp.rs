@@ -258,7 +258,7 @@ impl<'a> BitReader<'a> {
         self.buf
     }
 
-    /// Drops `n` (at most 56) bits.
+    /// Drops `n` bits (at most the `avail` ones).
     #[inline]
     fn consume(&mut self, n: u32) {
         debug_assert!(n <= self.avail);
@@ -292,7 +292,9 @@ impl<'a> BitReader<'a> {
     }
 
     fn skip(&mut self, n: i64) {
-        if n > 0 {
+        if n > 0 && n <= i64::from(self.avail) {
+            self.consume(n as u32);
+        } else if n > 0 {
             let to = self.position().saturating_add(n as usize);
             self.loaded = to / 8;
             self.buf = 0;
@@ -312,6 +314,8 @@ impl<'a> BitReader<'a> {
 trait Coefficient: Copy + Default {
     /// Bits of the type.
     const BITS: u32;
+    /// The unsigned pattern of the same width.
+    type Bits: Pattern;
     /// Maps a negabinary bit pattern (as `u64`, the type's low bits) to the integer.
     fn from_negabinary(u: u64) -> Self;
     /// The inverse lifting step on four values.
@@ -328,6 +332,7 @@ macro_rules! coefficient {
     ($int:ty, $uint:ty, $float:ty, $mask:expr, $min_sub:expr, $max:expr) => {
         impl Coefficient for $int {
             const BITS: u32 = <$int>::BITS;
+            type Bits = $uint;
 
             #[inline]
             fn from_negabinary(u: u64) -> Self {
@@ -382,18 +387,67 @@ fn exact_power_of_two(e: i32) -> f64 {
     }
 }
 
+/// A coefficient's bit pattern while its planes are decoded: `u32` for float32 cells (four
+/// to a 128-bit register when planes are deposited), `u64` for float64.
+trait Pattern: Copy + Default {
+    /// Bit `k` set.
+    fn bit(k: u32) -> Self;
+    /// `self | ((plane >> i) & 1) << k`.
+    fn deposit(self, plane: u64, i: usize, k: u32) -> Self;
+    fn or(self, other: Self) -> Self;
+    fn widen(self) -> u64;
+}
+
+impl Pattern for u32 {
+    #[inline]
+    fn bit(k: u32) -> Self {
+        1 << k
+    }
+    #[inline]
+    fn deposit(self, plane: u64, i: usize, k: u32) -> Self {
+        self | ((((plane >> i) & 1) as u32) << k)
+    }
+    #[inline]
+    fn or(self, other: Self) -> Self {
+        self | other
+    }
+    #[inline]
+    fn widen(self) -> u64 {
+        self.into()
+    }
+}
+
+impl Pattern for u64 {
+    #[inline]
+    fn bit(k: u32) -> Self {
+        1 << k
+    }
+    #[inline]
+    fn deposit(self, plane: u64, i: usize, k: u32) -> Self {
+        self | (((plane >> i) & 1) << k)
+    }
+    #[inline]
+    fn or(self, other: Self) -> Self {
+        self | other
+    }
+    #[inline]
+    fn widen(self) -> u64 {
+        self
+    }
+}
+
 /// Decodes one cell's integer coefficients, bit plane by bit plane, into `data` (as
 /// unsigned patterns), within a budget of `maxbits` bits and `maxprec` planes. Returns
 /// the bits read.
-fn decode_ints(
+fn decode_ints<P: Pattern>(
     r: &mut BitReader,
     maxbits: i64,
     maxprec: u32,
     intprec: u32,
-    data: &mut [u64],
+    data: &mut [P],
 ) -> i64 {
     let size = data.len();
-    data.fill(0);
+    data.fill(P::default());
     let kmin = intprec.saturating_sub(maxprec);
     let mut bits = maxbits.max(0);
     let mut k = intprec;
@@ -416,7 +470,7 @@ fn decode_ints(
                 let mut word = word;
                 while word != 0 {
                     let t = word.trailing_zeros() as usize;
-                    data[i + t] |= 1u64 << k;
+                    data[i + t] = data[i + t].or(P::bit(k));
                     word &= word - 1;
                 }
             }
@@ -448,13 +502,13 @@ fn decode_ints(
             if size <= 64 {
                 plane |= 1u64 << n;
             } else {
-                data[n] |= 1u64 << k;
+                data[n] = data[n].or(P::bit(k));
             }
             n += 1;
         }
         if size <= 64 {
             for (i, d) in data[..n].iter_mut().enumerate() {
-                *d |= ((plane >> i) & 1) << k;
+                *d = d.deposit(plane, i, k);
             }
         }
     }
@@ -468,11 +522,10 @@ fn decode_cell<C: Coefficient>(
     p: &ZfpParams,
     ndim: usize,
     typesize: usize,
-    ints: &mut [u64],
+    ints: &mut [C::Bits],
     coefs: &mut [C],
     cell: &mut [u8],
 ) {
-    let size = ints.len();
     let mut bits: i64 = 1;
     if !r.bit() {
         cell.fill(0);
@@ -492,25 +545,18 @@ fn decode_cell<C: Coefficient>(
     }
     let order = &permutations()[ndim - 1];
     for (&u, &at) in ints.iter().zip(order) {
-        coefs[at] = C::from_negabinary(u);
+        coefs[at] = C::from_negabinary(u.widen());
     }
     // The inverse transform along each dimension, the outermost (largest stride) first.
     for axis in (0..ndim).rev() {
         let stride = 1usize << (2 * axis);
-        let lines =
-            (0..size / (4 * stride)).flat_map(|hi| (0..stride).map(move |lo| hi * 4 * stride + lo));
-        for base in lines {
-            let v = [
-                coefs[base],
-                coefs[base + stride],
-                coefs[base + 2 * stride],
-                coefs[base + 3 * stride],
-            ];
-            let [x, y, z, w] = C::inv_lift(v);
-            coefs[base] = x;
-            coefs[base + stride] = y;
-            coefs[base + 2 * stride] = z;
-            coefs[base + 3 * stride] = w;
+        for group in coefs.chunks_exact_mut(4 * stride) {
+            let (a, rest) = group.split_at_mut(stride);
+            let (b, rest) = rest.split_at_mut(stride);
+            let (c, d) = rest.split_at_mut(stride);
+            for (((x, y), z), w) in a.iter_mut().zip(b).zip(c).zip(d) {
+                [*x, *y, *z, *w] = C::inv_lift([*x, *y, *z, *w]);
+            }
         }
     }
     let scale = C::power_of_two(emax - (C::BITS as i32 - 2));
@@ -556,7 +602,8 @@ pub fn decompress_into(
     let cells = [0, 1, 2, 3].map(|a| ext[a].div_ceil(4));
     let size = 1usize << (2 * ndim);
     let mut r = BitReader::new(src);
-    let mut ints = vec![0u64; size];
+    let mut ints32 = vec![0u32; if typesize == 4 { size } else { 0 }];
+    let mut ints64 = vec![0u64; if typesize == 8 { size } else { 0 }];
     let mut cell = vec![0u8; size * typesize];
     let mut c32 = vec![0i32; if typesize == 4 { size } else { 0 }];
     let mut c64 = vec![0i64; if typesize == 8 { size } else { 0 }];
@@ -565,9 +612,9 @@ pub fn decompress_into(
             for cy in 0..cells[1] {
                 for cx in 0..cells[0] {
                     if typesize == 4 {
-                        decode_cell(&mut r, &params, ndim, 4, &mut ints, &mut c32, &mut cell);
+                        decode_cell(&mut r, &params, ndim, 4, &mut ints32, &mut c32, &mut cell);
                     } else {
-                        decode_cell(&mut r, &params, ndim, 8, &mut ints, &mut c64, &mut cell);
+                        decode_cell(&mut r, &params, ndim, 8, &mut ints64, &mut c64, &mut cell);
                     }
                     if r.overran() {
                         return Err(format!(
