@@ -102,6 +102,8 @@ async fn listing_tables_read_every_array_row() {
         "b2nd/dtype-na_S5.b2nd",
         "b2nd/dtype-na_b1.b2nd",
         "b2nd/codec-zstd-bytedelta.b2nd",
+        "b2nd/zfp-prec-2d.b2nd",
+        "b2nd/zfp-acc-4d.b2nd",
         "schunk/many-chunks.b2frame",
         "schunk/sparse-reordered.b2frame",
         "schunk/special-nan.b2frame",
