@@ -1,17 +1,22 @@
 //! ZFP, the lossy float codec python-blosc2 offers for b2nd arrays (Blosc2 codecs 33–35:
 //! `ZFP_ACC`, `ZFP_PREC`, `ZFP_RATE`): each Blosc2 block is one ZFP stream of a float32 or
 //! float64 field shaped like the array's block (1–4 dimensions), without a ZFP header.
+//! `spec/codecs.md` §1 only lists these codecs as plugins; this module is their format,
+//! checked bit for bit against python-blosc2 4.14.1's decoding.
 //!
-//! The stream is read least significant bit first (`spec/codecs.md` §1 lists these codecs
-//! as plugins; this module is their format, checked against python-blosc2 4.14.1's bytes). The field is cut
-//! into cells of 4^d values, the last ones along a dimension partial; cells follow C order,
-//! the last dimension fastest. A cell is one bit (0: all zeros), then its common exponent
-//! (8 bits for float32, 11 for float64, biased), then its integer coefficients coded by bit
-//! plane (most significant first) with group tests, in the order of increasing sequency
-//! ([`PERMUTATIONS`]). Decoding reverses the negabinary map, the decorrelating lifting
-//! transform along each dimension, and the block-floating-point scaling. What the codec's
-//! meta byte sets (an accuracy of 10^meta, a precision, a rate in percent of the input
-//! size) only changes how many bits a cell holds: [`ZfpParams`].
+//! - The stream is read least significant bit first. The field is cut into cells of 4^d
+//!   values, partial at the far end of a dimension; cells follow C order, the last
+//!   dimension fastest.
+//! - A cell is one bit (0: all zeros), then its common exponent (8 bits for float32, 11
+//!   for float64, biased), then its integer coefficients coded by bit plane, most
+//!   significant first, with group tests, in the order of increasing sequency
+//!   (`PERMUTATIONS`).
+//! - Decoding reverses the negabinary map, the decorrelating lifting transform along each
+//!   dimension (outermost first) and the block-floating-point scaling.
+//! - The codec's meta byte only changes how many bits and planes a cell holds
+//!   (`ZfpParams`): an absolute error of 10^meta (meta as `i8`), meta + 3 + 2·d planes,
+//!   or meta percent of the input's bits per cell (fixed rate, at least 1 + the exponent
+//!   bits).
 
 /// How a ZFP chunk was compressed: the codec and its meta byte (`compcode_meta`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
