@@ -196,6 +196,37 @@ async fn boxes_read_only_what_they_touch() {
     assert_eq!(stats.bytes_fetched, 0);
 }
 
+/// A random non-empty box inside `shape`.
+fn random_box(rng: &mut crate::util::Rng, shape: &[u64]) -> Vec<std::ops::Range<u64>> {
+    shape
+        .iter()
+        .map(|&n| {
+            let a = rng.next(n);
+            a..a + 1 + rng.next(n - a)
+        })
+        .collect()
+}
+
+/// The items of box `bx`, C order, cut from `whole`, an array of `shape` holding items
+/// of `item` bytes.
+fn box_of(whole: &[u8], shape: &[u64], item: usize, bx: &[std::ops::Range<u64>]) -> Vec<u8> {
+    let count: u64 = bx.iter().map(|r| r.end - r.start).product();
+    let mut out = Vec::with_capacity(count as usize * item);
+    for k in 0..count {
+        // The k-th item of the box as a flat index of the array.
+        let (mut rem, mut flat, mut stride) = (k, 0u64, 1u64);
+        for d in (0..shape.len()).rev() {
+            let len = bx[d].end - bx[d].start;
+            flat += (bx[d].start + rem % len) * stride;
+            rem /= len;
+            stride *= shape[d];
+        }
+        let at = flat as usize * item;
+        out.extend_from_slice(&whole[at..at + item]);
+    }
+    out
+}
+
 /// ZFP arrays (python-blosc2's lossy float codecs) read by boxes: the blocks a box
 /// touches, decoded alone, give the same values as the whole array (which
 /// `every_array_fixture_reads_back_exactly` checks against python-blosc2's decoding), and
@@ -215,31 +246,11 @@ async fn zfp_boxes_equal_the_whole_array() {
         let shape = arr.geometry.shape.clone();
         let item = all.len() / shape.iter().product::<u64>() as usize;
         for _ in 0..12 {
-            let bx: Vec<std::ops::Range<u64>> = shape
-                .iter()
-                .map(|&n| {
-                    let a = rng.next(n);
-                    a..a + 1 + rng.next(n - a)
-                })
-                .collect();
+            let bx = random_box(&mut rng, &shape);
             let mut stats = Default::default();
             let got = arr.read_box(&bx, &mut stats).await.unwrap();
             skipped += stats.blocks_skipped;
-            let mut want = Vec::new();
-            let count: u64 = bx.iter().map(|r| r.end - r.start).product();
-            for k in 0..count {
-                // The k-th item of the box, C order, as a flat index of the array.
-                let (mut rem, mut flat, mut stride) = (k, 0u64, 1u64);
-                for d in (0..shape.len()).rev() {
-                    let len = bx[d].end - bx[d].start;
-                    flat += (bx[d].start + rem % len) * stride;
-                    rem /= len;
-                    stride *= shape[d];
-                }
-                let at = flat as usize * item;
-                want.extend_from_slice(&all[at..at + item]);
-            }
-            assert!(got == want, "{rel}: box {bx:?}");
+            assert!(got == box_of(&all, &shape, item, &bx), "{rel}: box {bx:?}");
         }
     }
     assert!(skipped > 0, "no box skipped a block");
@@ -436,25 +447,10 @@ async fn boxes_of_special_chunks_read_back() {
         );
         let isz = arr.itemsize();
         for _ in 0..60 {
-            let bx: Vec<std::ops::Range<u64>> = shape
-                .iter()
-                .map(|&n| {
-                    let a = rng.next(n);
-                    a..a + 1 + rng.next(n - a)
-                })
-                .collect();
-            let mut want = Vec::new();
-            let inner: u64 = shape[1..].iter().product();
-            let cols = bx.get(1).cloned().unwrap_or(0..1);
-            for r in bx[0].clone() {
-                for c in cols.clone() {
-                    let flat = (r * inner + c) as usize;
-                    want.extend_from_slice(&whole[flat * isz..(flat + 1) * isz]);
-                }
-            }
+            let bx = random_box(&mut rng, &shape);
             let mut stats = Default::default();
             let got = arr.read_box(&bx, &mut stats).await.unwrap();
-            assert!(got == want, "{rel} {bx:?}");
+            assert!(got == box_of(&whole, &shape, isz, &bx), "{rel} {bx:?}");
         }
     }
 }
