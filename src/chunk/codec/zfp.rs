@@ -395,26 +395,48 @@ fn exact_power_of_two(e: i32) -> f64 {
 /// A coefficient's bit pattern while its planes are decoded: `u32` for float32 cells (four
 /// to a 128-bit register when planes are deposited), `u64` for float64.
 trait Pattern: Copy + Default {
+    /// For each 4-bit piece of a plane, the four coefficients' masks: all ones where the
+    /// piece's bit is set.
+    const SPREAD: [[Self; 4]; 16];
     /// Bit `k` set.
     fn bit(k: u32) -> Self;
-    /// `self | ((plane >> i) & 1) << k`.
-    fn deposit(self, plane: u64, i: usize, k: u32) -> Self;
     fn or(self, other: Self) -> Self;
+    fn and(self, other: Self) -> Self;
     fn widen(self) -> u64;
 }
 
+/// [`Pattern::SPREAD`] for a type whose all-ones value is `ones`.
+macro_rules! spread {
+    ($ones:expr) => {{
+        let mut t = [[0; 4]; 16];
+        let mut piece = 0;
+        while piece < 16 {
+            let mut j = 0;
+            while j < 4 {
+                if piece & (1 << j) != 0 {
+                    t[piece][j] = $ones;
+                }
+                j += 1;
+            }
+            piece += 1;
+        }
+        t
+    }};
+}
+
 impl Pattern for u32 {
+    const SPREAD: [[Self; 4]; 16] = spread!(u32::MAX);
     #[inline]
     fn bit(k: u32) -> Self {
         1 << k
     }
     #[inline]
-    fn deposit(self, plane: u64, i: usize, k: u32) -> Self {
-        self | ((((plane >> i) & 1) as u32) << k)
-    }
-    #[inline]
     fn or(self, other: Self) -> Self {
         self | other
+    }
+    #[inline]
+    fn and(self, other: Self) -> Self {
+        self & other
     }
     #[inline]
     fn widen(self) -> u64 {
@@ -423,17 +445,18 @@ impl Pattern for u32 {
 }
 
 impl Pattern for u64 {
+    const SPREAD: [[Self; 4]; 16] = spread!(u64::MAX);
     #[inline]
     fn bit(k: u32) -> Self {
         1 << k
     }
     #[inline]
-    fn deposit(self, plane: u64, i: usize, k: u32) -> Self {
-        self | (((plane >> i) & 1) << k)
-    }
-    #[inline]
     fn or(self, other: Self) -> Self {
         self | other
+    }
+    #[inline]
+    fn and(self, other: Self) -> Self {
+        self & other
     }
     #[inline]
     fn widen(self) -> u64 {
@@ -512,8 +535,14 @@ fn decode_ints<P: Pattern>(
             n += 1;
         }
         if size <= 64 {
-            for (i, d) in data[..n].iter_mut().enumerate() {
-                *d = d.deposit(plane, i, k);
+            // Four coefficients at a time, their masks looked up by the plane's 4 bits
+            // (cells hold a multiple of 4; bits at n and above are zero).
+            let bit = P::bit(k);
+            for (g, quad) in data[..n.div_ceil(4) * 4].chunks_exact_mut(4).enumerate() {
+                let spread = &P::SPREAD[((plane >> (4 * g)) & 15) as usize];
+                for (d, &m) in quad.iter_mut().zip(spread) {
+                    *d = d.or(m.and(bit));
+                }
             }
         }
     }
