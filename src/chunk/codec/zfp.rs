@@ -319,6 +319,8 @@ impl<'a> BitReader<'a> {
 trait Coefficient: Copy + Default {
     /// Bits of the type.
     const BITS: u32;
+    /// Bytes of the float type.
+    const BYTES: usize;
     /// The unsigned pattern of the same width.
     type Bits: Pattern;
     /// Maps a negabinary bit pattern (as `u64`, the type's low bits) to the integer.
@@ -337,6 +339,7 @@ macro_rules! coefficient {
     ($int:ty, $uint:ty, $float:ty, $mask:expr, $min_sub:expr, $max:expr) => {
         impl Coefficient for $int {
             const BITS: u32 = <$int>::BITS;
+            const BYTES: usize = <$int>::BITS as usize / 8;
             type Bits = $uint;
 
             #[inline]
@@ -549,26 +552,24 @@ fn decode_ints<P: Pattern>(
     maxbits.max(0) - bits
 }
 
-/// Decodes one cell of `ndim` dimensions into `cell` (4^ndim values, x fastest) as bytes
-/// of the float type.
+/// Decodes one cell of `ndim` dimensions into `coefs` (4^ndim integers, x fastest) and
+/// returns the power of two that scales them to the float type; `None` for a cell of
+/// zeros.
 fn decode_cell<C: Coefficient>(
     r: &mut BitReader,
     p: &ZfpParams,
     ndim: usize,
-    typesize: usize,
     ints: &mut [C::Bits],
     coefs: &mut [C],
-    cell: &mut [u8],
-) {
+) -> Option<f64> {
     let mut bits: i64 = 1;
     if !r.bit() {
-        cell.fill(0);
         if p.minbits > bits {
             r.skip(p.minbits - bits);
         }
-        return;
+        return None;
     }
-    let (ebits, bias) = exponent_bits(typesize);
+    let (ebits, bias) = exponent_bits(C::BYTES);
     bits += i64::from(ebits);
     let emax = r.bits(ebits) as i32 - bias;
     let planes = (emax - p.minexp + 2 * ndim as i32 + 2).max(0) as u32;
@@ -593,10 +594,62 @@ fn decode_cell<C: Coefficient>(
             }
         }
     }
-    let scale = C::power_of_two(emax - (C::BITS as i32 - 2));
-    for (c, out) in coefs.iter().zip(cell.chunks_exact_mut(typesize)) {
-        c.write_scaled(scale, out);
+    Some(C::power_of_two(emax - (C::BITS as i32 - 2)))
+}
+
+/// Decodes the cells of a field of extents `ext` (x first) into `out`, C order.
+fn decode_field<C: Coefficient>(
+    r: &mut BitReader,
+    p: &ZfpParams,
+    ndim: usize,
+    ext: [usize; 4],
+    out: &mut [u8],
+) -> Result<(), String> {
+    let size = 1usize << (2 * ndim);
+    let ts = C::BYTES;
+    let cells = ext.map(|e| e.div_ceil(4));
+    let mut ints = vec![C::Bits::default(); size];
+    let mut coefs = vec![C::default(); size];
+    for cw in 0..cells[3] {
+        for cz in 0..cells[2] {
+            for cy in 0..cells[1] {
+                for cx in 0..cells[0] {
+                    let scale = decode_cell(r, p, ndim, &mut ints, &mut coefs);
+                    if r.overran() {
+                        return Err(format!(
+                            "the stream ({} bytes) ends inside cell ({cw}, {cz}, {cy}, {cx})",
+                            r.src.len()
+                        ));
+                    }
+                    let origin = [cx * 4, cy * 4, cz * 4, cw * 4];
+                    let n = [0, 1, 2, 3].map(|a| (ext[a] - origin[a]).min(4));
+                    for lw in 0..n[3] {
+                        for lz in 0..n[2] {
+                            for ly in 0..n[1] {
+                                let at = ((origin[3] + lw) * ext[2] + origin[2] + lz) * ext[1]
+                                    + origin[1]
+                                    + ly;
+                                let dst = (at * ext[0] + origin[0]) * ts;
+                                let row = &mut out[dst..dst + n[0] * ts];
+                                let Some(scale) = scale else {
+                                    row.fill(0);
+                                    continue;
+                                };
+                                let from = (lw * 16 + lz * 4 + ly) * 4;
+                                for (c, o) in coefs[from..from + n[0]]
+                                    .iter()
+                                    .zip(row.chunks_exact_mut(ts))
+                                {
+                                    c.write_scaled(scale, o);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
+    Ok(())
 }
 
 /// Decodes the ZFP stream `src` of one Blosc2 block, a field of `shape` values of
@@ -633,49 +686,12 @@ pub fn decompress_into(
     for (e, &d) in ext.iter_mut().zip(shape.dims[..ndim].iter().rev()) {
         *e = d;
     }
-    let cells = [0, 1, 2, 3].map(|a| ext[a].div_ceil(4));
-    let size = 1usize << (2 * ndim);
     let mut r = BitReader::new(src);
-    let mut ints32 = vec![0u32; if typesize == 4 { size } else { 0 }];
-    let mut ints64 = vec![0u64; if typesize == 8 { size } else { 0 }];
-    let mut cell = vec![0u8; size * typesize];
-    let mut c32 = vec![0i32; if typesize == 4 { size } else { 0 }];
-    let mut c64 = vec![0i64; if typesize == 8 { size } else { 0 }];
-    for cw in 0..cells[3] {
-        for cz in 0..cells[2] {
-            for cy in 0..cells[1] {
-                for cx in 0..cells[0] {
-                    if typesize == 4 {
-                        decode_cell(&mut r, &params, ndim, 4, &mut ints32, &mut c32, &mut cell);
-                    } else {
-                        decode_cell(&mut r, &params, ndim, 8, &mut ints64, &mut c64, &mut cell);
-                    }
-                    if r.overran() {
-                        return Err(format!(
-                            "the stream ({} bytes) ends inside cell ({cw}, {cz}, {cy}, {cx})",
-                            src.len()
-                        ));
-                    }
-                    let origin = [cx * 4, cy * 4, cz * 4, cw * 4];
-                    let n = [0, 1, 2, 3].map(|a| (ext[a] - origin[a]).min(4));
-                    for lw in 0..n[3] {
-                        for lz in 0..n[2] {
-                            for ly in 0..n[1] {
-                                let at = ((origin[3] + lw) * ext[2] + origin[2] + lz) * ext[1]
-                                    + origin[1]
-                                    + ly;
-                                let dst = (at * ext[0] + origin[0]) * typesize;
-                                let from = (lw * 16 + lz * 4 + ly) * 4 * typesize;
-                                out[dst..dst + n[0] * typesize]
-                                    .copy_from_slice(&cell[from..from + n[0] * typesize]);
-                            }
-                        }
-                    }
-                }
-            }
-        }
+    if typesize == 4 {
+        decode_field::<i32>(&mut r, &params, ndim, ext, out)
+    } else {
+        decode_field::<i64>(&mut r, &params, ndim, ext, out)
     }
-    Ok(())
 }
 
 #[cfg(test)]
