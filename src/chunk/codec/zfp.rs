@@ -427,45 +427,32 @@ macro_rules! spread {
     }};
 }
 
-impl Pattern for u32 {
-    const SPREAD: [[Self; 4]; 16] = spread!(u32::MAX);
-    #[inline]
-    fn bit(k: u32) -> Self {
-        1 << k
-    }
-    #[inline]
-    fn or(self, other: Self) -> Self {
-        self | other
-    }
-    #[inline]
-    fn and(self, other: Self) -> Self {
-        self & other
-    }
-    #[inline]
-    fn widen(self) -> u64 {
-        self.into()
-    }
+macro_rules! pattern {
+    ($t:ty) => {
+        impl Pattern for $t {
+            const SPREAD: [[Self; 4]; 16] = spread!(<$t>::MAX);
+            #[inline]
+            fn bit(k: u32) -> Self {
+                1 << k
+            }
+            #[inline]
+            fn or(self, other: Self) -> Self {
+                self | other
+            }
+            #[inline]
+            fn and(self, other: Self) -> Self {
+                self & other
+            }
+            #[inline]
+            fn widen(self) -> u64 {
+                self.into()
+            }
+        }
+    };
 }
 
-impl Pattern for u64 {
-    const SPREAD: [[Self; 4]; 16] = spread!(u64::MAX);
-    #[inline]
-    fn bit(k: u32) -> Self {
-        1 << k
-    }
-    #[inline]
-    fn or(self, other: Self) -> Self {
-        self | other
-    }
-    #[inline]
-    fn and(self, other: Self) -> Self {
-        self & other
-    }
-    #[inline]
-    fn widen(self) -> u64 {
-        self
-    }
-}
+pattern!(u32);
+pattern!(u64);
 
 /// Decodes one cell's integer coefficients, bit plane by bit plane, into `data` (as
 /// unsigned patterns), within a budget of `maxbits` bits and `maxprec` planes. Returns
