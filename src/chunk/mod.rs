@@ -50,9 +50,24 @@ pub struct Chunk<'a> {
     buf: &'a [u8],
     dict: Option<codec::StreamDict<'a>>,
     codec: Option<Codec>,
+    /// The b2nd array's block shape, for NDCELL ([`Chunk::with_block_shape`]).
+    block_shape: Option<BlockShape>,
     /// How a block of `blocksize` bytes is decoded, worked out once ([`BlockPlan`]).
     /// Blocks of 4 KiB spent 2 % of their time redoing the filters' part.
     full_block: BlockPlan,
+}
+
+/// A b2nd block shape (up to 8 dimensions, C order), held inline.
+#[derive(Debug, Clone, Copy)]
+struct BlockShape {
+    ndim: usize,
+    dims: [u64; 8],
+}
+
+impl BlockShape {
+    fn dims(&self) -> &[u64] {
+        &self.dims[..self.ndim]
+    }
 }
 
 /// How one block is decoded: its filters ([`Chunk::filters_to_undo`]), the typesize when
@@ -303,6 +318,7 @@ impl<'a> Chunk<'a> {
             buf,
             dict: None,
             codec: None,
+            block_shape: None,
             full_block: BlockPlan::default(),
         };
         let h = &chunk.header;
@@ -323,6 +339,7 @@ impl<'a> Chunk<'a> {
         for (slot, &f) in h.filters.iter().enumerate() {
             match f {
                 0..=4 | 35 | 36 => {}
+                32 if !h.is_vl_blocks() && (1..=127).contains(&h.filters_meta[slot]) => {}
                 _ => {
                     return Err(ChunkError::Unsupported(format!(
                         "filter {} in pipeline slot {slot}",
@@ -407,13 +424,34 @@ impl<'a> Chunk<'a> {
         Ok(chunk)
     }
 
-    /// Gives a ZFP chunk the shape of its blocks (the b2nd array's `blockshape`), which
-    /// its streams need and the chunk does not hold; other chunks are returned unchanged.
+    /// Gives a chunk the shape of its blocks (the b2nd array's `blockshape`), which ZFP
+    /// streams and the NDCELL filter need and the chunk does not hold; other chunks are
+    /// returned unchanged.
     ///
     /// # Errors
-    /// A ZFP chunk whose blocks are not of that shape (1 to 4 dimensions, `blocksize`
-    /// bytes of the chunk's typesize).
+    /// A ZFP or NDCELL chunk whose blocks are not of that shape (`blocksize` bytes of the
+    /// chunk's typesize; 1 to 4 dimensions for ZFP).
     pub fn with_block_shape(mut self, blockshape: &[u64]) -> ChunkResult<Self> {
+        if self.codec.is_some() && self.header.filters.contains(&32) {
+            let fills = blockshape.len() <= 8
+                && blockshape
+                    .iter()
+                    .try_fold(self.header.typesize as u64, |n, &d| n.checked_mul(d))
+                    == Some(self.header.blocksize as u64);
+            if !fills {
+                return Err(ChunkError::Unsupported(format!(
+                    "filter ndcell over blocks of {} bytes, which a block shape {blockshape:?} \
+                     of {}-byte items does not fill",
+                    self.header.blocksize, self.header.typesize
+                )));
+            }
+            let mut dims = [0u64; 8];
+            dims[..blockshape.len()].copy_from_slice(blockshape);
+            self.block_shape = Some(BlockShape {
+                ndim: blockshape.len(),
+                dims,
+            });
+        }
         let Some(Codec::Zfp(z)) = self.codec else {
             return Ok(self);
         };
@@ -951,7 +989,7 @@ impl<'a> Chunk<'a> {
             let undo = match f {
                 1 => !(h.version <= 2 && ts == 1),
                 2 => !(h.version <= 2 && bsize < ts),
-                3 | 35 => true,
+                3 | 32 | 35 => true,
                 _ => false,
             };
             if undo {
@@ -1075,8 +1113,8 @@ impl<'a> Chunk<'a> {
         let h = &self.header;
         let ts = h.typesize as usize;
         let bsize = dst.len();
-        // DELTA (3) and BYTEDELTA (35) are undone in place; SHUFFLE and BITSHUFFLE out of
-        // place. Once only in-place filters are left, the data goes to `dst` and stays
+        // DELTA (3) and BYTEDELTA (35) are undone in place; SHUFFLE, BITSHUFFLE and NDCELL
+        // (32) out of place. Once only in-place filters are left, the data goes to `dst` and stays
         // there (no copy at the end).
         let in_place = |buf: &mut [u8], slot: usize, f: u8| -> ChunkResult<()> {
             if f == 35 {
@@ -1088,7 +1126,7 @@ impl<'a> Chunk<'a> {
         };
         let in_place_from = ops
             .iter()
-            .rposition(|&(_, f)| f == 1 || f == 2)
+            .rposition(|&(_, f)| matches!(f, 1 | 2 | 32))
             .map_or(0, |k| k + 1);
         let undo_rest = |buf: &mut [u8]| -> ChunkResult<()> {
             for &(slot, f) in &ops[in_place_from..] {
@@ -1106,10 +1144,30 @@ impl<'a> Chunk<'a> {
         for (k, &(slot, f)) in ops[..in_place_from].iter().enumerate() {
             let last = k + 1 == in_place_from;
             match f {
-                1 | 2 => {
+                1 | 2 | 32 => {
                     // Out of place; the last one writes straight into the output.
                     let target: &mut [u8] = if last { &mut *dst } else { &mut *other };
-                    if f == 1 {
+                    if f == 32 {
+                        let shape = self.block_shape.ok_or_else(|| {
+                            ChunkError::Unsupported(
+                                "filter ndcell: its blocks need the block shape of the b2nd \
+                                 array holding the chunk"
+                                    .into(),
+                            )
+                        })?;
+                        filter::ndcell::uncell(
+                            h.filters_meta[slot] as usize,
+                            shape.dims(),
+                            ts,
+                            cur,
+                            target,
+                        )
+                        .map_err(|why| ChunkError::BadBlock {
+                            block: j,
+                            at: 0,
+                            why,
+                        })?;
+                    } else if f == 1 {
                         let group = match h.filters_meta[slot] {
                             0 => ts,
                             g => g as usize,

@@ -227,12 +227,14 @@ fn box_of(whole: &[u8], shape: &[u64], item: usize, bx: &[std::ops::Range<u64>])
     out
 }
 
-/// ZFP arrays (python-blosc2's lossy float codecs) read by boxes: the blocks a box
-/// touches, decoded alone, give the same values as the whole array (which
-/// `every_array_fixture_reads_back_exactly` checks against python-blosc2's decoding), and
-/// boxes that leave some blocks untouched skip them.
+/// Chunks whose blocks need the array's block shape, ZFP arrays (python-blosc2's lossy
+/// float codecs) and NDCELL ones, read by boxes: the blocks a box touches, decoded alone,
+/// give the same values as the whole array (which `every_array_fixture_reads_back_exactly`
+/// checks against python-blosc2), and boxes that leave some blocks untouched skip them.
+/// Their chunks decoded without the array, as a plain super-chunk's are, are refused
+/// with what they lack.
 #[tokio::test]
-async fn zfp_boxes_equal_the_whole_array() {
+async fn block_shaped_chunks_read_by_boxes_equal_the_whole_array() {
     let mut rng = crate::util::Rng(0x2F9_0001);
     let mut skipped = 0;
     for rel in [
@@ -240,7 +242,15 @@ async fn zfp_boxes_equal_the_whole_array() {
         "b2nd/zfp-prec-2d.b2nd",
         "b2nd/zfp-rate-3d.b2nd",
         "b2nd/zfp-acc-4d.b2nd",
+        "b2nd/ndcell-2d.b2nd",
+        "b2nd/ndcell-3d-shuffle.b2nd",
     ] {
+        let f = Frame::open(&Location::local(fixture(rel)).unwrap())
+            .await
+            .unwrap();
+        let raw = f.fetch_chunks(&[0]).await.unwrap();
+        let e = f.decode(0, &raw[0]).unwrap_err().to_string();
+        assert!(e.contains("block shape of the b2nd array"), "{rel}: {e}");
         let arr = open(rel, "b2nd").await;
         let all = arr.read_all().await.unwrap();
         let shape = arr.geometry.shape.clone();

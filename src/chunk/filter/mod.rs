@@ -1,4 +1,5 @@
-//! Filters undone after the codec: byte unshuffle, bit unshuffle, XOR delta, BYTEDELTA.
+//! Filters undone after the codec: byte unshuffle, bit unshuffle, XOR delta, BYTEDELTA,
+//! NDCELL.
 //!
 //! `spec/filters.md` §2–4 and §6. Portable kernels live here; `crate::chunk::simd` holds the
 //! vectorized twins and picks one at run time.
@@ -6,4 +7,5 @@
 pub mod bitshuffle;
 pub mod bytedelta;
 pub mod delta;
+pub mod ndcell;
 pub mod shuffle;
