@@ -33,27 +33,36 @@ pub fn uncell(
         ));
     }
     let ndim = shape.len();
-    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    if ndim > 8 {
+        return Err(format!(
+            "ndcell: a block of {ndim} dimensions (b2nd has at most 8)"
+        ));
+    }
+    // Fixed-size arrays, not vectors: a block of many small cells allocates nothing.
+    let mut dims = [1usize; 8];
+    for (d, &s) in dims.iter_mut().zip(shape) {
+        *d = s as usize;
+    }
     // Items between consecutive indexes along each dimension.
-    let mut stride = vec![1usize; ndim];
+    let mut stride = [1usize; 8];
     for d in (0..ndim - 1).rev() {
         stride[d] = stride[d + 1] * dims[d + 1];
     }
-    let cells: Vec<usize> = dims.iter().map(|&d| d.div_ceil(side)).collect();
-    let ncells: usize = cells.iter().product();
+    let cells = dims.map(|d| d.div_ceil(side));
+    let ncells: usize = cells[..ndim].iter().product();
     let last = ndim - 1;
     let mut at = 0usize;
-    let mut cell = vec![0usize; ndim];
-    let mut row = vec![0usize; ndim];
+    let mut cell = [0usize; 8];
     for _ in 0..ncells {
         // This cell's extent along each dimension, and its first item.
-        let extent: Vec<usize> = (0..ndim)
-            .map(|d| (dims[d] - cell[d] * side).min(side))
-            .collect();
+        let mut extent = [1usize; 8];
+        for d in 0..ndim {
+            extent[d] = (dims[d] - cell[d] * side).min(side);
+        }
         let origin: usize = (0..ndim).map(|d| cell[d] * side * stride[d]).sum();
         let rows: usize = extent[..last].iter().product();
         let run = extent[last] * typesize;
-        row.fill(0);
+        let mut row = [0usize; 8];
         for _ in 0..rows {
             let item = origin + (0..last).map(|d| row[d] * stride[d]).sum::<usize>();
             dst[item * typesize..item * typesize + run].copy_from_slice(&src[at..at + run]);
