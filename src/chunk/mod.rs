@@ -432,13 +432,13 @@ impl<'a> Chunk<'a> {
     /// A ZFP or NDCELL chunk whose blocks are not of that shape (`blocksize` bytes of the
     /// chunk's typesize; 1 to 4 dimensions for ZFP).
     pub fn with_block_shape(mut self, blockshape: &[u64]) -> ChunkResult<Self> {
+        // Whether blocks of this shape hold `blocksize` bytes of the typesize.
+        let fills = blockshape
+            .iter()
+            .try_fold(self.header.typesize as u64, |n, &d| n.checked_mul(d))
+            == Some(self.header.blocksize as u64);
         if self.codec.is_some() && self.header.filters.contains(&32) {
-            let fills = blockshape.len() <= 8
-                && blockshape
-                    .iter()
-                    .try_fold(self.header.typesize as u64, |n, &d| n.checked_mul(d))
-                    == Some(self.header.blocksize as u64);
-            if !fills {
+            if !fills || blockshape.len() > 8 {
                 return Err(ChunkError::Unsupported(format!(
                     "filter ndcell over blocks of {} bytes, which a block shape {blockshape:?} \
                      of {}-byte items does not fill",
@@ -455,13 +455,7 @@ impl<'a> Chunk<'a> {
         let Some(Codec::Zfp(z)) = self.codec else {
             return Ok(self);
         };
-        let fits = codec::zfp::ZfpBlockShape::new(blockshape).filter(|_| {
-            blockshape
-                .iter()
-                .try_fold(self.header.typesize as u64, |n, &d| n.checked_mul(d))
-                == Some(self.header.blocksize as u64)
-        });
-        let Some(shape) = fits else {
+        let Some(shape) = codec::zfp::ZfpBlockShape::new(blockshape).filter(|_| fills) else {
             return Err(ChunkError::Unsupported(format!(
                 "codec {} over blocks of {} bytes, which a block shape {blockshape:?} of \
                  {}-byte values does not fill (ZFP codes 1 to 4 dimensions)",
