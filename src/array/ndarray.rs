@@ -526,7 +526,7 @@ impl NdArray {
         let path = self.display();
         let chunk = Chunk::parse(bytes)
             .and_then(|c| match self.kind {
-                // ZFP streams are fields of the array's block shape.
+                // ZFP streams and the cell filters need the array's block shape.
                 ArrayKind::B2nd => c.with_block_shape(&self.geometry.blockshape),
                 _ => Ok(c),
             })

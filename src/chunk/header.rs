@@ -3,7 +3,7 @@
 //! Implements `spec/chunk.md` §1–3 and §8–9 (the header-only parts), and the Blosc1
 //! flag-to-pipeline mapping of `spec/filters.md` §1.
 
-use super::codec::zfp::{Zfp, ZfpMode};
+use super::codec::zfp::ZfpMode;
 use super::error::{ChunkError, ChunkResult};
 
 /// Compressor of a chunk's streams, by its *format code* (`flags >> 5`), refined by `udcodec`.
@@ -19,9 +19,9 @@ pub enum Codec {
     Zlib,
     /// One Zstandard frame per stream (format code 4).
     Zstd,
-    /// ZFP (Blosc2 codecs 33–35, lossy, float32/float64): one stream per block, whose
-    /// field shape only the b2nd array knows ([`Zfp::block`]).
-    Zfp(Zfp),
+    /// ZFP (Blosc2 codecs 33–35, lossy, float32/float64): one stream per block, a field
+    /// whose shape only the b2nd array knows (`Chunk::with_block_shape`).
+    Zfp(ZfpMode),
 }
 
 impl Codec {
@@ -33,7 +33,7 @@ impl Codec {
             Codec::Snappy => "snappy",
             Codec::Zlib => "zlib",
             Codec::Zstd => "zstd",
-            Codec::Zfp(z) => z.mode.name(),
+            Codec::Zfp(mode) => mode.name(),
         }
     }
 }
@@ -364,7 +364,7 @@ impl ChunkHeader {
                 4 => Ok(Codec::Zlib),
                 5 => Ok(Codec::Zstd),
                 other => match ZfpMode::of(other, self.codec_meta) {
-                    Some(mode) => Ok(Codec::Zfp(Zfp { mode, block: None })),
+                    Some(mode) => Ok(Codec::Zfp(mode)),
                     None => Err(ChunkError::Unsupported(format!(
                         "codec {} needs a Blosc2 plugin",
                         compcode_name(other)

@@ -50,7 +50,10 @@ pub struct Chunk<'a> {
     buf: &'a [u8],
     dict: Option<codec::StreamDict<'a>>,
     codec: Option<Codec>,
-    /// The b2nd array's block shape, for NDCELL ([`Chunk::with_block_shape`]).
+    /// What in the chunk needs the b2nd array's block shape (a ZFP codec, a cell filter),
+    /// by name; `None` for chunks that decode without it.
+    shape_user: Option<&'static str>,
+    /// That block shape, once given ([`Chunk::with_block_shape`]).
     block_shape: Option<BlockShape>,
     /// How a block of `blocksize` bytes is decoded, worked out once ([`BlockPlan`]).
     /// Blocks of 4 KiB spent 2 % of their time redoing the filters' part.
@@ -318,6 +321,7 @@ impl<'a> Chunk<'a> {
             buf,
             dict: None,
             codec: None,
+            shape_user: None,
             block_shape: None,
             full_block: BlockPlan::default(),
         };
@@ -339,7 +343,13 @@ impl<'a> Chunk<'a> {
         for (slot, &f) in h.filters.iter().enumerate() {
             match f {
                 0..=4 | 35 | 36 => {}
-                32 if !h.is_vl_blocks() && (1..=127).contains(&h.filters_meta[slot]) => {}
+                32 | 33 if !h.is_vl_blocks() && (1..=127).contains(&h.filters_meta[slot]) => {
+                    chunk.shape_user = Some(if f == 32 {
+                        "filter ndcell"
+                    } else {
+                        "filter ndmean"
+                    });
+                }
                 _ => {
                     return Err(ChunkError::Unsupported(format!(
                         "filter {} in pipeline slot {slot}",
@@ -348,20 +358,25 @@ impl<'a> Chunk<'a> {
                 }
             }
         }
-        if let Codec::Zfp(z) = codec {
+        if let Codec::Zfp(mode) = codec {
             if h.typesize != 4 && h.typesize != 8 {
                 return Err(ChunkError::Unsupported(format!(
                     "codec {} with typesize {} (ZFP codes float32 and float64)",
-                    z.mode.name(),
+                    mode.name(),
                     h.typesize
                 )));
             }
             if h.is_vl_blocks() || h.nstreams(h.blocksize, false) != 1 {
                 return Err(ChunkError::Unsupported(format!(
                     "codec {} over split or variable-length blocks",
-                    z.mode.name()
+                    mode.name()
                 )));
             }
+            chunk.shape_user = Some(match mode {
+                codec::zfp::ZfpMode::Accuracy(_) => "codec zfp_acc",
+                codec::zfp::ZfpMode::Precision(_) => "codec zfp_prec",
+                codec::zfp::ZfpMode::Rate(_) => "codec zfp_rate",
+            });
         }
         if h.is_vl_blocks() && h.has_delta() {
             return Err(ChunkError::Unsupported(
@@ -425,49 +440,41 @@ impl<'a> Chunk<'a> {
     }
 
     /// Gives a chunk the shape of its blocks (the b2nd array's `blockshape`), which ZFP
-    /// streams and the NDCELL filter need and the chunk does not hold; other chunks are
-    /// returned unchanged.
+    /// streams and the NDCELL and NDMEAN filters need and the chunk does not hold; other
+    /// chunks are returned unchanged.
     ///
     /// # Errors
-    /// A ZFP or NDCELL chunk whose blocks are not of that shape (`blocksize` bytes of the
-    /// chunk's typesize; 1 to 4 dimensions for ZFP).
+    /// `Unsupported` for a chunk needing it whose blocks are not of that shape
+    /// (`blocksize` bytes of the chunk's typesize; 1 to 4 dimensions for ZFP).
     pub fn with_block_shape(mut self, blockshape: &[u64]) -> ChunkResult<Self> {
+        let Some(user) = self.shape_user else {
+            return Ok(self);
+        };
         // Whether blocks of this shape hold `blocksize` bytes of the typesize.
         let fills = blockshape
             .iter()
             .try_fold(self.header.typesize as u64, |n, &d| n.checked_mul(d))
             == Some(self.header.blocksize as u64);
-        if self.codec.is_some() && self.header.filters.contains(&32) {
-            if !fills || blockshape.len() > 8 {
-                return Err(ChunkError::Unsupported(format!(
-                    "filter ndcell over blocks of {} bytes, which a block shape {blockshape:?} \
-                     of {}-byte items does not fill",
-                    self.header.blocksize, self.header.typesize
-                )));
-            }
-            let mut dims = [0u64; 8];
-            dims[..blockshape.len()].copy_from_slice(blockshape);
-            self.block_shape = Some(BlockShape {
-                ndim: blockshape.len(),
-                dims,
-            });
-        }
-        let Some(Codec::Zfp(z)) = self.codec else {
-            return Ok(self);
-        };
-        let Some(shape) = codec::zfp::ZfpBlockShape::new(blockshape).filter(|_| fills) else {
+        let zfp = matches!(self.codec, Some(Codec::Zfp(_)));
+        if !fills || blockshape.len() > 8 || (zfp && !codec::zfp::codes_shape(blockshape)) {
             return Err(ChunkError::Unsupported(format!(
-                "codec {} over blocks of {} bytes, which a block shape {blockshape:?} of \
-                 {}-byte values does not fill (ZFP codes 1 to 4 dimensions)",
-                z.mode.name(),
+                "{user} over blocks of {} bytes, which a block shape {blockshape:?} of \
+                 {}-byte items does not fill{}",
                 self.header.blocksize,
-                self.header.typesize
+                self.header.typesize,
+                if zfp {
+                    " (ZFP codes 1 to 4 dimensions)"
+                } else {
+                    ""
+                }
             )));
-        };
-        self.codec = Some(Codec::Zfp(codec::zfp::Zfp {
-            block: Some(shape),
-            ..z
-        }));
+        }
+        let mut dims = [0u64; 8];
+        dims[..blockshape.len()].copy_from_slice(blockshape);
+        self.block_shape = Some(BlockShape {
+            ndim: blockshape.len(),
+            dims,
+        });
         Ok(self)
     }
 
@@ -879,6 +886,11 @@ impl<'a> Chunk<'a> {
         reference: Option<&[u8]>,
         s: &mut Scratch,
     ) -> ChunkResult<()> {
+        if let (Some(user), None) = (self.shape_user, self.block_shape) {
+            return Err(ChunkError::Unsupported(format!(
+                "{user}: its blocks need the block shape of the b2nd array holding the chunk"
+            )));
+        }
         if let (0, Some(r)) = (j, reference) {
             dst.copy_from_slice(&r[..dst.len()]);
             return Ok(());
@@ -983,7 +995,7 @@ impl<'a> Chunk<'a> {
             let undo = match f {
                 1 => !(h.version <= 2 && ts == 1),
                 2 => !(h.version <= 2 && bsize < ts),
-                3 | 32 | 35 => true,
+                3 | 32 | 33 | 35 => true,
                 _ => false,
             };
             if undo {
@@ -1107,8 +1119,8 @@ impl<'a> Chunk<'a> {
         let h = &self.header;
         let ts = h.typesize as usize;
         let bsize = dst.len();
-        // DELTA (3) and BYTEDELTA (35) are undone in place; SHUFFLE, BITSHUFFLE and NDCELL
-        // (32) out of place. Once only in-place filters are left, the data goes to `dst` and stays
+        // DELTA (3) and BYTEDELTA (35) are undone in place; SHUFFLE, BITSHUFFLE, NDCELL
+        // (32) and NDMEAN (33) out of place. Once only in-place filters are left, the data goes to `dst` and stays
         // there (no copy at the end).
         let in_place = |buf: &mut [u8], slot: usize, f: u8| -> ChunkResult<()> {
             if f == 35 {
@@ -1120,7 +1132,7 @@ impl<'a> Chunk<'a> {
         };
         let in_place_from = ops
             .iter()
-            .rposition(|&(_, f)| matches!(f, 1 | 2 | 32))
+            .rposition(|&(_, f)| matches!(f, 1 | 2 | 32 | 33))
             .map_or(0, |k| k + 1);
         let undo_rest = |buf: &mut [u8]| -> ChunkResult<()> {
             for &(slot, f) in &ops[in_place_from..] {
@@ -1138,20 +1150,14 @@ impl<'a> Chunk<'a> {
         for (k, &(slot, f)) in ops[..in_place_from].iter().enumerate() {
             let last = k + 1 == in_place_from;
             match f {
-                1 | 2 | 32 => {
+                1 | 2 | 32 | 33 => {
                     // Out of place; the last one writes straight into the output.
                     let target: &mut [u8] = if last { &mut *dst } else { &mut *other };
-                    if f == 32 {
-                        let shape = self.block_shape.ok_or_else(|| {
-                            ChunkError::Unsupported(
-                                "filter ndcell: its blocks need the block shape of the b2nd \
-                                 array holding the chunk"
-                                    .into(),
-                            )
-                        })?;
+                    if f >= 32 {
+                        // NDMEAN's cells hold their mean; both are scattered back alike.
                         filter::ndcell::uncell(
                             h.filters_meta[slot] as usize,
-                            shape.dims(),
+                            self.block_shape.as_ref().map_or(&[], BlockShape::dims),
                             ts,
                             cur,
                             target,
@@ -1159,7 +1165,7 @@ impl<'a> Chunk<'a> {
                         .map_err(|why| ChunkError::BadBlock {
                             block: j,
                             at: 0,
-                            why,
+                            why: format!("filter {}: {why}", filter_name(f)),
                         })?;
                     } else if f == 1 {
                         let group = match h.filters_meta[slot] {
@@ -1259,6 +1265,16 @@ impl<'a> Chunk<'a> {
         Ok((Stream::Run((-csize) as u8), body + 1))
     }
 
+    /// What decoding this chunk's streams takes besides their bytes.
+    fn stream_context(&self) -> codec::StreamContext<'_> {
+        codec::StreamContext {
+            dict: self.dict.as_ref(),
+            shape: self.shape(),
+            typesize: self.header.typesize as usize,
+            block_shape: self.block_shape.as_ref().map_or(&[], BlockShape::dims),
+        }
+    }
+
     /// [`Chunk::decode_stream`] for a stream of `n` bytes into the start of `out`, whose
     /// bytes after the first `n` it may overwrite.
     fn decode_stream_room(
@@ -1270,15 +1286,7 @@ impl<'a> Chunk<'a> {
         n: usize,
     ) -> ChunkResult<()> {
         let codec = self.codec.expect("parse sets the codec of block chunks");
-        if let Codec::Zfp(_) = codec {
-            let out = out.get_mut(..n).ok_or(ChunkError::BadBlock {
-                block: j,
-                at,
-                why: "output shorter than the stream's size".into(),
-            })?;
-            return self.decode_stream(j, at, src, out);
-        }
-        codec::decompress_stream_room(codec, src, out, n, self.dict.as_ref(), self.shape())
+        codec::decompress_stream_room(codec, src, out, n, &self.stream_context())
             .map_err(codec_error(j, at, codec))
     }
 
@@ -1286,24 +1294,7 @@ impl<'a> Chunk<'a> {
     /// offset `at` (the stream's size word, or a VL block's payload).
     fn decode_stream(&self, j: usize, at: usize, src: &[u8], out: &mut [u8]) -> ChunkResult<()> {
         let codec = self.codec.expect("parse sets the codec of block chunks");
-        if let Codec::Zfp(z) = codec {
-            let Some(block) = z.block else {
-                return Err(ChunkError::Unsupported(format!(
-                    "codec {}: its streams need the block shape of the b2nd array holding \
-                     the chunk",
-                    z.mode.name()
-                )));
-            };
-            return codec::zfp::decompress_into(
-                src,
-                out,
-                z.mode,
-                self.header.typesize as usize,
-                &block,
-            )
-            .map_err(codec_error(j, at, codec));
-        }
-        codec::decompress_stream(codec, src, out, self.dict.as_ref(), self.shape())
+        codec::decompress_stream(codec, src, out, &self.stream_context())
             .map_err(codec_error(j, at, codec))
     }
 }

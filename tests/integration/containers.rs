@@ -228,7 +228,7 @@ fn box_of(whole: &[u8], shape: &[u64], item: usize, bx: &[std::ops::Range<u64>])
 }
 
 /// Chunks whose blocks need the array's block shape, ZFP arrays (python-blosc2's lossy
-/// float codecs) and NDCELL ones, read by boxes: the blocks a box touches, decoded alone,
+/// float codecs) and NDCELL and NDMEAN ones, read by boxes: the blocks a box touches, decoded alone,
 /// give the same values as the whole array (which `every_array_fixture_reads_back_exactly`
 /// checks against python-blosc2), and boxes that leave some blocks untouched skip them.
 /// Their chunks decoded without the array, as a plain super-chunk's are, are refused
@@ -244,6 +244,9 @@ async fn block_shaped_chunks_read_by_boxes_equal_the_whole_array() {
         "b2nd/zfp-acc-4d.b2nd",
         "b2nd/ndcell-2d.b2nd",
         "b2nd/ndcell-3d-shuffle.b2nd",
+        "b2nd/ndmean-2d.b2nd",
+        "b2nd/ndmean-3d-bitshuffle.b2nd",
+        "b2nd/ndmean-1d-wide-cells.b2nd",
     ] {
         let f = Frame::open(&Location::local(fixture(rel)).unwrap())
             .await

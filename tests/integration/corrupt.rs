@@ -144,6 +144,7 @@ async fn mutated_containers_error_cleanly() {
         ("b2nd/zfp-rate-3d.b2nd", ""),
         ("b2nd/zfp-prec-2d.b2nd", ""),
         ("b2nd/ndcell-3d-shuffle.b2nd", ""),
+        ("b2nd/ndmean-3d-bitshuffle.b2nd", ""),
         ("schunk/plain.b2frame", ""),
         ("b2nd/sparse.b2nd", "chunks.b2frame"),
         ("b2nd/sparse.b2nd", "00000001.chunk"),

@@ -79,9 +79,22 @@ impl StreamShape {
     }
 }
 
-/// Decompresses one stream of `codec` into `out` (exact size), with an optional chunk
-/// dictionary (`spec/chunk.md` §7). `shape` only picks how LZ4 copies matches: any shape
-/// decodes any stream to the same bytes.
+/// What decoding one of a chunk's streams takes besides its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamContext<'a> {
+    /// The chunk's dictionary (`spec/chunk.md` §7), if it has one.
+    pub dict: Option<&'a StreamDict<'a>>,
+    /// What the stream decodes to. It only picks how LZ4 copies matches: any shape
+    /// decodes any stream to the same bytes.
+    pub shape: StreamShape,
+    /// The chunk's typesize (ZFP's float width).
+    pub typesize: usize,
+    /// The b2nd array's block shape, C order, which ZFP streams are fields of; empty when
+    /// not known.
+    pub block_shape: &'a [u64],
+}
+
+/// Decompresses one stream of `codec` into `out` (exact size), with what `cx` gives.
 ///
 /// # Errors
 /// A message saying what the codec reported.
@@ -89,9 +102,9 @@ pub fn decompress_stream(
     codec: Codec,
     src: &[u8],
     out: &mut [u8],
-    dict: Option<&StreamDict>,
-    shape: StreamShape,
+    cx: &StreamContext,
 ) -> Result<(), String> {
+    let dict = cx.dict;
     match codec {
         Codec::BloscLz => {
             if dict.is_some() {
@@ -102,7 +115,7 @@ pub fn decompress_stream(
         }
         Codec::Lz4 => {
             let dict = dict.map_or(&[][..], StreamDict::bytes);
-            match shape {
+            match cx.shape {
                 StreamShape::Planes => lz4::decompress_into(src, out, dict),
                 StreamShape::Natural => lz4::decompress_natural_into(src, out, dict),
             }
@@ -112,7 +125,7 @@ pub fn decompress_stream(
             .map_err(|e| format!("zlib: {} (input offset {})", e.why, e.at)),
         Codec::Zstd => zstd_decompress(src, out, dict),
         Codec::Snappy => Err("snappy streams are not supported (Blosc1-only codec)".into()),
-        Codec::Zfp(_) => Err("ZFP streams need the chunk's typesize and block shape".into()),
+        Codec::Zfp(mode) => zfp::decompress_into(src, out, mode, cx.typesize, cx.block_shape),
     }
 }
 
@@ -127,19 +140,18 @@ pub fn decompress_stream_room(
     src: &[u8],
     out: &mut [u8],
     n: usize,
-    dict: Option<&StreamDict>,
-    shape: StreamShape,
+    cx: &StreamContext,
 ) -> Result<(), String> {
-    match (codec, shape) {
+    match (codec, cx.shape) {
         (Codec::Lz4, StreamShape::Planes) => {
-            let dict = dict.map_or(&[][..], StreamDict::bytes);
+            let dict = cx.dict.map_or(&[][..], StreamDict::bytes);
             lz4::decompress_into_room(src, out, n, dict).map_err(lz4_message)
         }
         _ => {
             let out = out
                 .get_mut(..n)
                 .ok_or("output shorter than the stream's size")?;
-            decompress_stream(codec, src, out, dict, shape)
+            decompress_stream(codec, src, out, cx)
         }
     }
 }

@@ -53,7 +53,7 @@ impl ZfpMode {
 /// The shape of the field one Blosc2 block holds: the b2nd array's block shape, outermost
 /// dimension first (1 to 4 dimensions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ZfpBlockShape {
+struct ZfpBlockShape {
     ndim: usize,
     /// Extents, the last dimension fastest; unused entries are 1.
     dims: [usize; 4],
@@ -61,7 +61,7 @@ pub struct ZfpBlockShape {
 
 impl ZfpBlockShape {
     /// The block shape `shape` (C order), if ZFP can hold it: 1 to 4 dimensions, none 0.
-    pub fn new(shape: &[u64]) -> Option<Self> {
+    fn new(shape: &[u64]) -> Option<Self> {
         if shape.is_empty() || shape.len() > 4 || shape.contains(&0) {
             return None;
         }
@@ -81,16 +81,6 @@ impl ZfpBlockShape {
             .iter()
             .try_fold(1usize, |n, &d| n.checked_mul(d))
     }
-}
-
-/// A ZFP chunk's codec: its mode, and the block shape the array gives it (the chunk
-/// alone does not say it; streams cannot be decoded without it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Zfp {
-    /// Codec and meta byte.
-    pub mode: ZfpMode,
-    /// The array's block shape, once known.
-    pub block: Option<ZfpBlockShape>,
 }
 
 /// The bit budget and precision limits of a stream, as ZFP's `zfp_stream_set_accuracy`,
@@ -639,24 +629,33 @@ fn decode_field<C: Coefficient>(
     Ok(())
 }
 
-/// Decodes the ZFP stream `src` of one Blosc2 block, a field of `shape` values of
-/// `typesize` 4 (float32) or 8 (float64), into `out` (exactly the field's bytes, C order).
+/// Whether ZFP can code fields of the block shape `shape` (C order): 1 to 4 dimensions,
+/// none of them 0.
+pub fn codes_shape(shape: &[u64]) -> bool {
+    ZfpBlockShape::new(shape).is_some()
+}
+
+/// Decodes the ZFP stream `src` of one Blosc2 block, a field of `shape` values (the b2nd
+/// block shape, C order) of `typesize` 4 (float32) or 8 (float64), into `out` (exactly
+/// the field's bytes, C order).
 ///
 /// # Errors
-/// A typesize other than 4 or 8, an `out` of another size, or a stream that ends before
-/// the field does.
+/// A typesize other than 4 or 8, a shape ZFP does not code ([`codes_shape`]), an `out`
+/// of another size, or a stream that ends before the field does.
 pub fn decompress_into(
     src: &[u8],
     out: &mut [u8],
     mode: ZfpMode,
     typesize: usize,
-    shape: &ZfpBlockShape,
+    shape: &[u64],
 ) -> Result<(), String> {
     if typesize != 4 && typesize != 8 {
         return Err(format!(
             "typesize {typesize} (ZFP codes float32 and float64 only)"
         ));
     }
+    let shape = ZfpBlockShape::new(shape)
+        .ok_or_else(|| format!("block shape {shape:?} (ZFP codes 1 to 4 dimensions)"))?;
     let values = shape.values().ok_or("block shape overflows")?;
     if values.checked_mul(typesize) != Some(out.len()) {
         return Err(format!(
@@ -766,7 +765,7 @@ mod tests {
 
     #[test]
     fn truncated_streams_are_refused() {
-        let shape = ZfpBlockShape::new(&[8, 8]).unwrap();
+        let shape = [8, 8];
         let mut out = vec![0u8; 64 * 8];
         // A cell that says it holds values, then nothing.
         let e = decompress_into(&[1], &mut out, ZfpMode::Accuracy(-3), 8, &shape).unwrap_err();

@@ -1,5 +1,5 @@
 //! Filters undone after the codec: byte unshuffle, bit unshuffle, XOR delta, BYTEDELTA,
-//! NDCELL.
+//! NDCELL and NDMEAN (`ndcell.rs`).
 //!
 //! `spec/filters.md` §2–4 and §6. Portable kernels live here; `crate::chunk::simd` holds the
 //! vectorized twins and picks one at run time.

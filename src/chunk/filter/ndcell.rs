@@ -6,6 +6,10 @@
 //! each cell's items in C order. The reader scatters them back. The cell side is the
 //! filter's meta byte; the block shape comes from the b2nd array (the chunk does not
 //! hold it).
+//!
+//! NDMEAN (filter 33, lossy) writes the same cells with every item replaced by its cell's
+//! mean (python-blosc2 4.14.1 accepts cells larger than the block: one partial cell), and
+//! is undone the same way: its fixtures decode bit for bit as python-blosc2 reads them.
 
 /// Scatters a block of cells (`src`) back into C order (`dst`): a block of `shape` items
 /// of `typesize` bytes, in cells of `side` items along every dimension.
@@ -28,15 +32,13 @@ pub fn uncell(
         || src.len() != dst.len()
     {
         return Err(format!(
-            "ndcell: cells of side {side} over a block of shape {shape:?} and {typesize}-byte items do not fit {} bytes",
+            "cells of side {side} over a block of shape {shape:?} and {typesize}-byte items do not fit {} bytes",
             src.len()
         ));
     }
     let ndim = shape.len();
     if ndim > 8 {
-        return Err(format!(
-            "ndcell: a block of {ndim} dimensions (b2nd has at most 8)"
-        ));
+        return Err(format!("a block of {ndim} dimensions (b2nd has at most 8)"));
     }
     // Fixed-size arrays, not vectors: a block of many small cells allocates nothing.
     let mut dims = [1usize; 8];
