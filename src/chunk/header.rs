@@ -22,6 +22,9 @@ pub enum Codec {
     /// ZFP (Blosc2 codecs 33–35, lossy, float32/float64): one stream per block, a field
     /// whose shape only the b2nd array knows (`Chunk::with_block_shape`).
     Zfp(ZfpMode),
+    /// NDLZ (Blosc2 codec 32, 2-D blocks of 1-byte items) with cells of this side (the
+    /// codec's meta byte, 4 or 8).
+    Ndlz(u8),
 }
 
 impl Codec {
@@ -34,6 +37,7 @@ impl Codec {
             Codec::Zlib => "zlib",
             Codec::Zstd => "zstd",
             Codec::Zfp(mode) => mode.name(),
+            Codec::Ndlz(_) => "ndlz",
         }
     }
 }
@@ -363,6 +367,7 @@ impl ChunkHeader {
                 1 | 2 => Ok(Codec::Lz4),
                 4 => Ok(Codec::Zlib),
                 5 => Ok(Codec::Zstd),
+                32 => Ok(Codec::Ndlz(self.codec_meta)),
                 other => match ZfpMode::of(other, self.codec_meta) {
                     Some(mode) => Ok(Codec::Zfp(mode)),
                     None => Err(ChunkError::Unsupported(format!(

@@ -378,6 +378,14 @@ impl<'a> Chunk<'a> {
                 codec::zfp::ZfpMode::Rate(_) => "codec zfp_rate",
             });
         }
+        if let Codec::Ndlz(side) = codec
+            && side != 4
+            && side != 8
+        {
+            return Err(ChunkError::Unsupported(format!(
+                "codec ndlz with cells of side {side} (NDLZ has 4 and 8)"
+            )));
+        }
         if h.is_vl_blocks() && h.has_delta() {
             return Err(ChunkError::Unsupported(
                 "DELTA filter in a VL-block chunk".into(),

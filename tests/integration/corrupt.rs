@@ -145,6 +145,8 @@ async fn mutated_containers_error_cleanly() {
         ("b2nd/zfp-prec-2d.b2nd", ""),
         ("b2nd/ndcell-3d-shuffle.b2nd", ""),
         ("b2nd/ndmean-3d-bitshuffle.b2nd", ""),
+        ("b2nd/ndlz-4-partial.b2nd", ""),
+        ("b2nd/ndlz-8.b2nd", ""),
         ("schunk/plain.b2frame", ""),
         ("b2nd/sparse.b2nd", "chunks.b2frame"),
         ("b2nd/sparse.b2nd", "00000001.chunk"),

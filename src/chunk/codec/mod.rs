@@ -2,12 +2,14 @@
 //!
 //! BloscLZ, LZ4 and zlib are ours (`blosclz.rs`, `lz4.rs`, `inflate/`, sharing
 //! `copy_match`; `lz4/opening.rs` leaves the long literal runs that open an unsplit
-//! shuffled LZ4 block in the chunk); Zstd is the `zstd` crate. Stream forms:
+//! shuffled LZ4 block in the chunk), and so are python-blosc2's plugins ZFP (`zfp.rs`)
+//! and NDLZ (`ndlz.rs`); Zstd is the `zstd` crate. Stream forms:
 //! `spec/codecs.md` §2.
 
 pub mod blosclz;
 pub mod inflate;
 pub mod lz4;
+pub mod ndlz;
 pub mod zfp;
 
 use super::header::Codec;
@@ -126,6 +128,7 @@ pub fn decompress_stream(
         Codec::Zstd => zstd_decompress(src, out, dict),
         Codec::Snappy => Err("snappy streams are not supported (Blosc1-only codec)".into()),
         Codec::Zfp(mode) => zfp::decompress_into(src, out, mode, cx.typesize, cx.block_shape),
+        Codec::Ndlz(side) => ndlz::decompress_into(src, out, side),
     }
 }
 
