@@ -49,6 +49,23 @@ def datasets():
     }
 
 
+def label_image(side=2048, regions=48):
+    """A segmentation mask: each pixel the label (1 to `regions`) of its nearest of
+    `regions` random centres, with a band of noise labels (a sixteenth of the rows)."""
+    rng = np.random.default_rng(7)
+    centres = rng.integers(0, side, (regions, 2))
+    y, x = np.mgrid[0:side, 0:side]
+    best = np.full((side, side), np.iinfo(np.int64).max)
+    labels = np.zeros((side, side), dtype=np.uint8)
+    for k, (cy, cx) in enumerate(centres):
+        d = (y - cy) ** 2 + (x - cx) ** 2
+        closer = d < best
+        best[closer] = d[closer]
+        labels[closer] = k + 1
+    labels[side // 2: side // 2 + side // 16] = rng.integers(1, regions + 1, (side // 16, side))
+    return labels
+
+
 def words(rng, k, shortest=1, longest=3):
     """`k` random lowercase words of `shortest` to `longest` letters."""
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
@@ -185,6 +202,18 @@ def main():
             with open(os.path.join(out, case + ".chunk"), "wb") as f:
                 f.write(chunk)
             ref["cases"][case] = {"nbytes": len(data), "cbytes": len(chunk), "blockshape": list(arr.blocks)}
+    # NDLZ (b2nd arrays of 2-D 1-byte items, cells of 4 or 8): a label image (the masks it
+    # suits), 2048 x 2048 bytes in one chunk, in python-blosc2's default blocks.
+    labels = label_image()
+    for side in (4, 8):
+        case = f"labels-u1-ndlz{side}"
+        arr = blosc2.asarray(labels, urlpath=os.path.join(out, case + ".b2nd"), mode="w",
+                             chunks=labels.shape,
+                             cparams=dict(codec=C.NDLZ, codec_meta=side, clevel=5, filters=[F.NOFILTER]))
+        chunk = arr.schunk.get_chunk(0)
+        with open(os.path.join(out, case + ".chunk"), "wb") as f:
+            f.write(chunk)
+        ref["cases"][case] = {"nbytes": labels.size, "cbytes": len(chunk)}
     with open(os.path.join(out, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
     if serving:

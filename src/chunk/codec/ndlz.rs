@@ -53,32 +53,76 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], side: u8) -> Result<(), Strin
         ));
     }
     let (rows, cols) = (rows as usize, cols as usize);
+    if side == 4 {
+        decode_cells::<4>(src, out, rows, cols)
+    } else {
+        decode_cells::<8>(src, out, rows, cols)
+    }
+}
+
+/// The cells of a `rows` × `cols` block of side `SIDE`, after the header, into `out`.
+/// Whole cells are copied a row of `SIDE` bytes at a time (a fixed size: one load and
+/// store, where a row of run-time length was a `memcpy` call).
+fn decode_cells<const SIDE: usize>(
+    src: &[u8],
+    out: &mut [u8],
+    rows: usize,
+    cols: usize,
+) -> Result<(), String> {
     let mut cells = Cells {
         src,
         pos: 9,
         local: [0; 64],
-        same: [0; 64],
     };
-    for ci in 0..rows.div_ceil(side) {
-        for cj in 0..cols.div_ceil(side) {
-            let h = side.min(rows - ci * side);
-            let w = side.min(cols - cj * side);
+    for ci in 0..rows.div_ceil(SIDE) {
+        for cj in 0..cols.div_ceil(SIDE) {
+            let h = SIDE.min(rows - ci * SIDE);
+            let w = SIDE.min(cols - cj * SIDE);
             let at = cells.pos;
             let n = h * w;
-            let found = if side == 4 {
+            let found = if SIDE == 4 {
                 cells.next4(n)
             } else {
                 cells.next8(n)
             }
-            .map_err(|why| format!("ndlz: cell ({ci}, {cj}), token at offset {at}: {why}"))?;
-            let cell = match found {
-                CellBytes::Stream(from) => &src[from..from + n],
-                CellBytes::Same => &cells.same[..],
-                CellBytes::Local => &cells.local[..],
-            };
-            let first = ci * side * cols + cj * side;
-            for (r, row) in cell.chunks_exact(w).take(h).enumerate() {
-                out[first + r * cols..first + r * cols + w].copy_from_slice(row);
+            .map_err(|bad| {
+                format!(
+                    "ndlz: cell ({ci}, {cj}), token at offset {at}: {}",
+                    bad.message(src.len())
+                )
+            })?;
+            let first = ci * SIDE * cols + cj * SIDE;
+            // The cell's rows in the output: row `r` at `r * cols`.
+            let dst = &mut out[first..first + (h - 1) * cols + w];
+            if h == SIDE && w == SIDE {
+                let cell: &[u8] = match found {
+                    CellBytes::Same(v) => {
+                        for r in 0..SIDE {
+                            dst[r * cols..r * cols + SIDE].fill(v);
+                        }
+                        continue;
+                    }
+                    CellBytes::Stream(from) => &src[from..from + SIDE * SIDE],
+                    CellBytes::Local => &cells.local[..SIDE * SIDE],
+                };
+                for (r, row) in cell.as_chunks::<SIDE>().0.iter().enumerate() {
+                    dst[r * cols..r * cols + SIDE].copy_from_slice(row);
+                }
+            } else {
+                // A partial cell: `h` rows of `w` bytes, one after the other.
+                let cell: &[u8] = match found {
+                    CellBytes::Same(v) => {
+                        for r in 0..h {
+                            dst[r * cols..r * cols + w].fill(v);
+                        }
+                        continue;
+                    }
+                    CellBytes::Stream(from) => &src[from..from + n],
+                    CellBytes::Local => &cells.local[..],
+                };
+                for (r, row) in cell.chunks_exact(w).take(h).enumerate() {
+                    dst[r * cols..r * cols + w].copy_from_slice(row);
+                }
             }
         }
     }
@@ -89,8 +133,8 @@ pub fn decompress_into(src: &[u8], out: &mut [u8], side: u8) -> Result<(), Strin
 enum CellBytes {
     /// In the stream, from this offset (checked to hold the cell).
     Stream(usize),
-    /// In `Cells::same`.
-    Same,
+    /// Every byte this value.
+    Same(u8),
     /// In `Cells::local`.
     Local,
 }
@@ -103,69 +147,94 @@ struct Cells<'a> {
     /// A cell assembled from rows at references and literal rows (rows of `side` bytes);
     /// kept from cell to cell, as C-Blosc2 keeps its buffer.
     local: [u8; 64],
-    /// A cell of one value.
-    same: [u8; 64],
+}
+
+/// What was wrong with a stream, kept small (its message is made once, by
+/// [`Bad::message`]): a `Result` of it stays in registers in the cell loop, where one
+/// holding a `String` went through the stack.
+#[derive(Debug, Clone, Copy)]
+enum Bad {
+    /// `n` bytes at offset `at` were needed.
+    Short { at: usize, n: usize },
+    /// A reference `back` bytes back from offset `base`.
+    Back { base: usize, back: u16 },
+    /// An unknown token.
+    Token(u8),
+    /// A row match of `rows` rows from row `first` that leaves the cell.
+    Rows { first: u8, rows: u8 },
+}
+
+impl Bad {
+    /// The message, for a stream of `len` bytes.
+    fn message(self, len: usize) -> String {
+        match self {
+            Bad::Short { at, n } => format!("{n} bytes at offset {at} of a stream of {len} bytes"),
+            Bad::Back { base, back } => {
+                format!("a reference {back} bytes back from offset {base}")
+            }
+            Bad::Token(t) => format!("invalid token {t:#04x}"),
+            Bad::Rows { first, rows } => {
+                format!("rows {first}.. of a {rows}-row match leave the cell")
+            }
+        }
+    }
 }
 
 impl<'a> Cells<'a> {
     /// `n` bytes at `at` of the stream.
-    fn bytes(&self, at: usize, n: usize) -> Result<&'a [u8], String> {
+    #[inline(always)]
+    fn bytes(&self, at: usize, n: usize) -> Result<&'a [u8], Bad> {
         let src: &'a [u8] = self.src;
         at.checked_add(n)
             .and_then(|end| src.get(at..end))
-            .ok_or_else(|| {
-                format!(
-                    "{n} bytes at offset {at} of a stream of {} bytes",
-                    src.len()
-                )
-            })
+            .ok_or(Bad::Short { at, n })
     }
 
     /// The next `n` bytes of the stream, consumed.
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    #[inline(always)]
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Bad> {
         let b = self.bytes(self.pos, n)?;
         self.pos += n;
         Ok(b)
     }
 
     /// The next little-endian `u16`, consumed.
-    fn offset(&mut self) -> Result<u16, String> {
+    #[inline(always)]
+    fn offset(&mut self) -> Result<u16, Bad> {
         let b = self.take(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
     }
 
     /// The stream offset `base - back`, where a reference lands.
-    fn back(base: usize, back: u16) -> Result<usize, String> {
+    #[inline(always)]
+    fn back(base: usize, back: u16) -> Result<usize, Bad> {
         base.checked_sub(back.into())
-            .ok_or_else(|| format!("a reference {back} bytes back from offset {base}"))
+            .ok_or(Bad::Back { base, back })
     }
 
-    /// The tokens both sides share, for a cell of `n` bytes whose token at `at` was just
-    /// read: literal, one value, cell match. `None` for the others.
-    fn common(&mut self, token: u8, at: usize, n: usize) -> Result<Option<CellBytes>, String> {
-        Ok(Some(match token {
+    /// The cell of `n` bytes for a token that both sides share (literal, one value, cell
+    /// match), the token at `at` having been read.
+    #[inline(always)]
+    fn common(&mut self, token: u8, at: usize, n: usize) -> Result<CellBytes, Bad> {
+        Ok(match token {
             0 => {
                 let from = self.pos;
                 self.take(n)?;
                 CellBytes::Stream(from)
             }
-            0x40 => {
-                let v = self.take(1)?[0];
-                self.same.fill(v);
-                CellBytes::Same
-            }
-            0xC0 => {
+            0x40 => CellBytes::Same(self.take(1)?[0]),
+            _ => {
                 let from = Self::back(at, self.offset()?)?;
                 self.bytes(from, n)?;
                 CellBytes::Stream(from)
             }
-            _ => return Ok(None),
-        }))
+        })
     }
 
     /// Copies rows `rows` (of `w` bytes, consecutive in the stream at `from`) into
     /// `local`.
-    fn rows_from(&mut self, from: usize, rows: &[usize], w: usize) -> Result<(), String> {
+    #[inline(always)]
+    fn rows_from(&mut self, from: usize, rows: &[usize], w: usize) -> Result<(), Bad> {
         let r = self.bytes(from, rows.len() * w)?;
         for (k, &row) in rows.iter().enumerate() {
             self.local[row * w..row * w + w].copy_from_slice(&r[k * w..k * w + w]);
@@ -175,7 +244,8 @@ impl<'a> Cells<'a> {
 
     /// Fills the rows of `local` (side `w`) that `matched` leaves out from literal rows
     /// that follow in the stream, in row order.
-    fn literal_rows(&mut self, matched: impl Fn(usize) -> bool, w: usize) -> Result<(), String> {
+    #[inline(always)]
+    fn literal_rows(&mut self, matched: impl Fn(usize) -> bool, w: usize) -> Result<(), Bad> {
         for row in (0..w).filter(|&r| !matched(r)) {
             let lit = self.take(w)?;
             self.local[row * w..row * w + w].copy_from_slice(lit);
@@ -184,13 +254,12 @@ impl<'a> Cells<'a> {
     }
 
     /// Reads the next cell of side 4 (`n` bytes).
-    fn next4(&mut self, n: usize) -> Result<CellBytes, String> {
+    #[inline(always)]
+    fn next4(&mut self, n: usize) -> Result<CellBytes, Bad> {
         let at = self.pos;
         let token = self.take(1)?[0];
-        if let Some(found) = self.common(token, at, n)? {
-            return Ok(found);
-        }
         match token {
+            0 | 0x40 | 0xC0 => return self.common(token, at, n),
             0xE0..=0xFF => {
                 let rows: [usize; 3] = match token >> 3 {
                     28 => [1, 2, 3],
@@ -226,31 +295,30 @@ impl<'a> Cells<'a> {
                 self.rows_from(Self::back(at + 5, off1)?, &[0, j], 4)?;
                 self.rows_from(Self::back(at + 5, off2)?, &[l, m], 4)?;
             }
-            _ => return Err(format!("invalid token {token:#04x}")),
+            _ => return Err(Bad::Token(token)),
         }
         Ok(CellBytes::Local)
     }
 
     /// Reads the next cell of side 8 (`n` bytes).
-    fn next8(&mut self, n: usize) -> Result<CellBytes, String> {
+    #[inline(always)]
+    fn next8(&mut self, n: usize) -> Result<CellBytes, Bad> {
         let at = self.pos;
         let token = self.take(1)?[0];
-        if let Some(found) = self.common(token, at, n)? {
-            return Ok(found);
-        }
-        let rows = match token >> 3 {
-            21 => 3,
-            17 => 2,
-            _ => return Err(format!("invalid token {token:#04x}")),
+        let rows = match token {
+            0 | 0x40 | 0xC0 => return self.common(token, at, n),
+            _ => match token >> 3 {
+                21 => 3,
+                17 => 2,
+                _ => return Err(Bad::Token(token)),
+            },
         };
-        let first = usize::from(token & 7);
+        let first = token & 7;
         if first + rows > 8 {
-            return Err(format!(
-                "rows {first}.. of a {rows}-row match leave the cell"
-            ));
+            return Err(Bad::Rows { first, rows });
         }
         let off = self.offset()?;
-        let matched = first..first + rows;
+        let matched = usize::from(first)..usize::from(first + rows);
         let all = [0, 1, 2, 3, 4, 5, 6, 7];
         self.rows_from(Self::back(at, off)?, &all[matched.clone()], 8)?;
         self.literal_rows(|r| matched.contains(&r), 8)?;
