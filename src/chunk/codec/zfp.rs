@@ -575,6 +575,11 @@ fn decode_cell<C: Coefficient>(
 }
 
 /// Decodes the cells of a field of extents `ext` (x first) into `out`, C order.
+///
+/// Never inlined, nor is [`decompress_into`]: once ZFP went through the codec dispatcher,
+/// the float32 rows lost 5–8 % of their speed to how the instances were inlined into it;
+/// kept apart, they run as before or faster (session 54 in `benches/README.md`).
+#[inline(never)]
 fn decode_field<C: Coefficient>(
     r: &mut BitReader,
     p: &ZfpParams,
@@ -642,6 +647,7 @@ pub fn codes_shape(shape: &[u64]) -> bool {
 /// # Errors
 /// A typesize other than 4 or 8, a shape ZFP does not code ([`codes_shape`]), an `out`
 /// of another size, or a stream that ends before the field does.
+#[inline(never)]
 pub fn decompress_into(
     src: &[u8],
     out: &mut [u8],
