@@ -343,7 +343,15 @@ impl<'a> Chunk<'a> {
         for (slot, &f) in h.filters.iter().enumerate() {
             match f {
                 0..=4 | 35 | 36 => {}
-                32 | 33 if !h.is_vl_blocks() && (1..=127).contains(&h.filters_meta[slot]) => {
+                32 | 33 => {
+                    let side = h.filters_meta[slot];
+                    if h.is_vl_blocks() || !(1..=127).contains(&side) {
+                        return Err(ChunkError::Unsupported(format!(
+                            "filter {} in pipeline slot {slot} with cell side {side} (1 to \
+                             127, outside VL-block chunks)",
+                            filter_name(f)
+                        )));
+                    }
                     chunk.shape_user = Some(if f == 32 {
                         "filter ndcell"
                     } else {
@@ -1128,8 +1136,8 @@ impl<'a> Chunk<'a> {
         let ts = h.typesize as usize;
         let bsize = dst.len();
         // DELTA (3) and BYTEDELTA (35) are undone in place; SHUFFLE, BITSHUFFLE, NDCELL
-        // (32) and NDMEAN (33) out of place. Once only in-place filters are left, the data goes to `dst` and stays
-        // there (no copy at the end).
+        // (32) and NDMEAN (33) out of place. Once only in-place filters are left, the data
+        // goes to `dst` and stays there (no copy at the end).
         let in_place = |buf: &mut [u8], slot: usize, f: u8| -> ChunkResult<()> {
             if f == 35 {
                 filter::bytedelta::unbytedelta(h.bytedelta_streams(slot), buf);
@@ -1372,6 +1380,76 @@ pub(crate) fn random_bytes(seed: &mut u64, n: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Blosc2 chunk of 128 bytes in one block (header, bstarts and one stream byte)
+    /// whose last filter slot holds `filter` with meta `fmeta`, written with user codec
+    /// `udcodec` (meta `cmeta`) and `typesize`.
+    fn chunk_with(filter: u8, fmeta: u8, udcodec: u8, cmeta: u8, typesize: u8) -> Vec<u8> {
+        let mut b = vec![
+            5,
+            1,
+            6 << 5 | 0x15,
+            typesize,
+            128,
+            0,
+            0,
+            0,
+            128,
+            0,
+            0,
+            0,
+            37,
+            0,
+            0,
+            0,
+        ];
+        b.extend_from_slice(&[0, 0, 0, 0, 0, filter, udcodec, cmeta]);
+        b.extend_from_slice(&[0, 0, 0, 0, 0, fmeta, 0, 0]);
+        b.extend_from_slice(&[36, 0, 0, 0, 0]);
+        b
+    }
+
+    /// Plugins and user-defined ids this crate does not decode are refused by name; the
+    /// ones it decodes but that need the array's block shape say so when decoded alone.
+    #[test]
+    fn unknown_plugins_are_refused_by_name() {
+        let refused = [
+            (chunk_with(34, 0, 5, 0, 4), "bytedelta_buggy (plugin 34)"),
+            (chunk_with(160, 0, 5, 0, 4), "user-defined filter 160"),
+            (
+                chunk_with(33, 0, 5, 0, 4),
+                "ndmean (plugin 33) in pipeline slot 5 with cell side 0",
+            ),
+            (chunk_with(32, 128, 5, 0, 4), "cell side 128"),
+            (chunk_with(0, 0, 36, 0, 4), "openhtj2k (plugin 36)"),
+            (chunk_with(0, 0, 200, 0, 4), "user-defined codec 200"),
+            (chunk_with(0, 0, 32, 5, 1), "ndlz with cells of side 5"),
+            (chunk_with(0, 0, 33, 0, 2), "zfp_acc with typesize 2"),
+        ];
+        for (buf, want) in refused {
+            let e = Chunk::parse(&buf).unwrap_err();
+            assert!(
+                matches!(e, ChunkError::Unsupported(ref m) if m.contains(want)),
+                "{want}: {e}"
+            );
+        }
+        for (buf, user) in [
+            (chunk_with(33, 4, 5, 0, 4), "filter ndmean"),
+            (chunk_with(32, 2, 5, 0, 4), "filter ndcell"),
+            (chunk_with(0, 0, 35, 20, 4), "codec zfp_rate"),
+        ] {
+            let chunk = Chunk::parse(&buf).unwrap();
+            let e = chunk.decode(&DecodeLimits::default()).unwrap_err();
+            assert!(
+                matches!(e, ChunkError::Unsupported(ref m)
+                    if m.starts_with(user) && m.contains("block shape of the b2nd array")),
+                "{user}: {e}"
+            );
+            // A block shape that does not make the block's 128 bytes is refused too.
+            let e = chunk.with_block_shape(&[4, 4]).unwrap_err();
+            assert!(e.to_string().contains("does not fill"), "{user}: {e}");
+        }
+    }
 
     /// A memcpyed chunk written by C-Blosc2, copied in pieces that do not divide it (the
     /// last one short) by 1–4 threads: the same bytes as one copy.
