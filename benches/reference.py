@@ -202,6 +202,17 @@ def main():
             with open(os.path.join(out, case + ".chunk"), "wb") as f:
                 f.write(chunk)
             ref["cases"][case] = {"nbytes": len(data), "cbytes": len(chunk), "blockshape": list(arr.blocks)}
+        # 4-D cells (256 coefficients each): the same values as a 4-D array in blocks of
+        # 4 x 4 x 16 x 32, accuracy mode.
+        case = f"{dname}-4d-zfp_acc"
+        arr = blosc2.asarray(values.reshape(8, 8, 64, -1), urlpath=os.path.join(out, case + ".b2nd"),
+                             mode="w", chunks=(8, 8, 64, values.size // 4096), blocks=(4, 4, 16, 32),
+                             cparams=dict(codec=C.ZFP_ACC, codec_meta=zfp["zfp_acc"][1], clevel=5,
+                                          filters=[F.NOFILTER]))
+        chunk = arr.schunk.get_chunk(0)
+        with open(os.path.join(out, case + ".chunk"), "wb") as f:
+            f.write(chunk)
+        ref["cases"][case] = {"nbytes": len(data), "cbytes": len(chunk), "blockshape": list(arr.blocks)}
     # NDLZ (b2nd arrays of 2-D 1-byte items, cells of 4 or 8): a label image (the masks it
     # suits), 2048 x 2048 bytes in one chunk, in python-blosc2's default blocks.
     labels = label_image()

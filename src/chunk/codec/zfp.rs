@@ -446,8 +446,9 @@ pattern!(u64);
 
 /// Decodes one cell's integer coefficients, bit plane by bit plane, into `data` (as
 /// unsigned patterns), within a budget of `maxbits` bits and `maxprec` planes. Returns
-/// the bits read.
-fn decode_ints<P: Pattern>(
+/// the bits read. Each plane is gathered in `W` words (64 coefficients a word: 1 for
+/// cells of up to 3 dimensions, 4 for 4-D cells of 256), then deposited without branches.
+fn decode_ints<P: Pattern, const W: usize>(
     r: &mut BitReader,
     maxbits: i64,
     maxprec: u32,
@@ -455,6 +456,7 @@ fn decode_ints<P: Pattern>(
     data: &mut [P],
 ) -> i64 {
     let size = data.len();
+    debug_assert!(size <= 64 * W && size % 4 == 0);
     data.fill(P::default());
     let kmin = intprec.saturating_sub(maxprec);
     let mut bits = maxbits.max(0);
@@ -465,21 +467,17 @@ fn decode_ints<P: Pattern>(
         // The first n coefficients, already significant: one verbatim bit each.
         let m = (n as i64).min(bits) as usize;
         bits -= m as i64;
-        // Cells of up to 64 coefficients gather the plane in one word, then deposit it
-        // without branches; 4-D cells deposit each piece's set bits.
-        let mut plane = 0u64;
+        let mut plane = [0u64; W];
         let mut i = 0;
         while i < m {
             let take = (m - i).min(56);
             let word = r.bits(take as u32);
-            if size <= 64 {
-                plane |= word << i;
-            } else {
-                let mut word = word;
-                while word != 0 {
-                    let t = word.trailing_zeros() as usize;
-                    data[i + t] = data[i + t].or(P::bit(k));
-                    word &= word - 1;
+            let (at, shift) = (i / 64, i % 64);
+            plane[at] |= word << shift;
+            if shift + take > 64 {
+                // (Only for W > 1: a cell of up to 64 coefficients has m <= 64.)
+                if let Some(next) = plane.get_mut(at + 1) {
+                    *next |= word >> (64 - shift);
                 }
             }
             i += take;
@@ -507,22 +505,16 @@ fn decode_ints<P: Pattern>(
                 bits -= i64::from(window);
                 left -= i64::from(window);
             }
-            if size <= 64 {
-                plane |= 1u64 << n;
-            } else {
-                data[n] = data[n].or(P::bit(k));
-            }
+            plane[n / 64] |= 1u64 << (n % 64);
             n += 1;
         }
-        if size <= 64 {
-            // Four coefficients at a time, their masks looked up by the plane's 4 bits
-            // (cells hold a multiple of 4; bits at n and above are zero).
-            let bit = P::bit(k);
-            for (g, quad) in data[..n.div_ceil(4) * 4].chunks_exact_mut(4).enumerate() {
-                let spread = &P::SPREAD[((plane >> (4 * g)) & 15) as usize];
-                for (d, &m) in quad.iter_mut().zip(spread) {
-                    *d = d.or(m.and(bit));
-                }
+        // Four coefficients at a time, their masks looked up by the plane's 4 bits (cells
+        // hold a multiple of 4; bits at n and above are zero).
+        let bit = P::bit(k);
+        for (g, quad) in data[..n.div_ceil(4) * 4].chunks_exact_mut(4).enumerate() {
+            let spread = &P::SPREAD[((plane[g / 16] >> (4 * (g % 16))) & 15) as usize];
+            for (d, &m) in quad.iter_mut().zip(spread) {
+                *d = d.or(m.and(bit));
             }
         }
     }
@@ -551,7 +543,12 @@ fn decode_cell<C: Coefficient>(
     let emax = r.bits(ebits) as i32 - bias;
     let planes = (emax - p.minexp + 2 * ndim as i32 + 2).max(0) as u32;
     let maxprec = p.maxprec.min(planes);
-    let used = decode_ints(r, p.maxbits - bits, maxprec, C::BITS, ints);
+    let budget = p.maxbits - bits;
+    let used = if ndim < 4 {
+        decode_ints::<C::Bits, 1>(r, budget, maxprec, C::BITS, ints)
+    } else {
+        decode_ints::<C::Bits, 4>(r, budget, maxprec, C::BITS, ints)
+    };
     if used < p.minbits - bits {
         r.skip(p.minbits - bits - used);
     }
