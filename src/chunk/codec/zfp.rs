@@ -456,7 +456,7 @@ fn decode_ints<P: Pattern, const W: usize>(
     data: &mut [P],
 ) -> i64 {
     let size = data.len();
-    debug_assert!(size <= 64 * W && size % 4 == 0);
+    debug_assert!(size <= 64 * W && size.is_multiple_of(4));
     data.fill(P::default());
     let kmin = intprec.saturating_sub(maxprec);
     let mut bits = maxbits.max(0);
