@@ -34,6 +34,9 @@ fn array_json(a: &NdArray) -> Value {
             });
             v["frame_version"] = json!(h.version());
             v["codec"] = json!(h.codec_name());
+            if h.codec_meta != 0 {
+                v["codec_meta"] = json!(h.codec_meta);
+            }
             v["clevel"] = json!(h.clevel());
             v["filters"] = json!(h.filter_names());
             v["typesize"] = json!(h.typesize);

@@ -57,6 +57,9 @@ pub struct FrameHeader {
     pub filters: [u8; 6],
     /// Default codec compcode.
     pub udcodec: u8,
+    /// Default codec parameter, the byte as stored (ZFP_ACC reads it as an `i8` exponent;
+    /// ZFP_PREC, ZFP_RATE and NDLZ as precision, rate and cell side).
+    pub codec_meta: u8,
     /// Default filter parameters.
     pub filters_meta: [u8; 6],
     /// Bit 0: codec dictionaries in use.
@@ -169,6 +172,7 @@ pub fn parse_header(b: &[u8], path: &str) -> Result<FrameHeader> {
         has_vlmetalayers: b[0x44] == 0xC3,
         filters: b[0x47..0x4D].try_into().expect("6 bytes"),
         udcodec: b[0x4D],
+        codec_meta: b[0x4E],
         filters_meta: b[0x4F..0x55].try_into().expect("6 bytes"),
         other_flags2: b[0x55],
     };

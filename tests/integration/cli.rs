@@ -277,6 +277,18 @@ fn export_schema_inspect_decode() {
     assert_eq!(j["chunkshape"], serde_json::json!([40]));
     assert_eq!(j["nchunks"], 3);
     assert_eq!(j["attributes"]["unit"], "m");
+    assert!(j.get("codec_meta").is_none(), "{j}");
+    // A plugin codec's parameter: NDLZ's cell side.
+    let j: serde_json::Value = serde_json::from_str(&ok(&[
+        "inspect",
+        "--json",
+        "tests/fixtures/b2nd/ndlz-8.b2nd",
+    ]))
+    .unwrap();
+    assert_eq!(
+        (&j["codec"], &j["codec_meta"]),
+        (&"ndlz (plugin 32)".into(), &8.into())
+    );
     let text = ok(&["inspect", "tests/fixtures/bcolz/ctable"]);
     assert!(
         text.contains("kind: \"bcolz ctable\"") && text.contains("rows: 2500"),
