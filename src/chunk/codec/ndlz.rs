@@ -9,10 +9,11 @@
 //! - Then one token per cell, cells in C order; cells at the block's far edges are
 //!   partial (`h` × `w` items). Every cell's bytes are `h` rows of `w` bytes, one after
 //!   the other.
-//! - References point back into the *stream*, at the literal rows of earlier cells:
-//!   `at - offset` for the token at `at` and a little-endian `u16` offset after it (for
-//!   side 4, the writer's offset plus 3, or plus 5 for two references, taken modulo
-//!   2^16, as C-Blosc2 computes it).
+//! - References point back into the *stream*, at the literal rows of earlier cells: the
+//!   token at `at` is followed by a little-endian `u16` `o`, and the reference is
+//!   `at - o`. Side 4's row tokens compute it as C-Blosc2 does, `at + 3 - ((o + 3) mod
+//!   2^16)` (`+ 5` for the two references of a two-pair token), which differs for `o`
+//!   near 2^16.
 //! - Tokens for both sides: 0 literal cell (its `h·w` bytes follow); `0x40` a cell of one
 //!   value (the byte follows); `0xC0` a cell equal to the `h·w` bytes at the reference.
 //! - Side 4 only (whole cells): `0xE0 | …` three rows at the reference (rows 1–3 for
