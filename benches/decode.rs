@@ -151,7 +151,7 @@ fn main() {
             b
         })
         .collect();
-    // ZFP chunks carry their array's block shape beside them.
+    // Chunks of b2nd arrays carry their array's block shape beside them (ZFP needs it).
     let chunks: Vec<Chunk> = bufs
         .iter()
         .zip(&cases)

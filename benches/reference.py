@@ -49,6 +49,18 @@ def datasets():
     }
 
 
+def array_case(out, ref, case, values, codec, meta, **geometry):
+    """A case decoded through a b2nd array's super-chunk (plugin codecs): `values` written
+    with `codec` and `meta` in one chunk of `geometry`, the array and its chunk 0 saved
+    for both sides, and the array's block shape recorded for ours (which ZFP needs)."""
+    arr = blosc2.asarray(values, urlpath=os.path.join(out, case + ".b2nd"), mode="w", **geometry,
+                         cparams=dict(codec=codec, codec_meta=meta, clevel=5, filters=[F.NOFILTER]))
+    chunk = arr.schunk.get_chunk(0)
+    with open(os.path.join(out, case + ".chunk"), "wb") as f:
+        f.write(chunk)
+    ref["cases"][case] = {"nbytes": values.nbytes, "cbytes": len(chunk), "blockshape": list(arr.blocks)}
+
+
 def label_image(side=2048, regions=48):
     """A segmentation mask: each pixel the label (1 to `regions`) of its nearest of
     `regions` random centres, with a band of noise labels (a sixteenth of the rows)."""
@@ -195,36 +207,16 @@ def main():
         values = np.frombuffer(data, dtype=f"<f{ts}").reshape(512, -1)
         for cname, (codec, meta) in zfp.items():
             case = f"{dname}-{cname}"
-            arr = blosc2.asarray(values, urlpath=os.path.join(out, case + ".b2nd"), mode="w",
-                                 chunks=values.shape,
-                                 cparams=dict(codec=codec, codec_meta=meta, clevel=5, filters=[F.NOFILTER]))
-            chunk = arr.schunk.get_chunk(0)
-            with open(os.path.join(out, case + ".chunk"), "wb") as f:
-                f.write(chunk)
-            ref["cases"][case] = {"nbytes": len(data), "cbytes": len(chunk), "blockshape": list(arr.blocks)}
+            array_case(out, ref, case, values, codec, meta, chunks=values.shape)
         # 4-D cells (256 coefficients each): the same values as a 4-D array in blocks of
         # 4 x 4 x 16 x 32, accuracy mode.
-        case = f"{dname}-4d-zfp_acc"
-        arr = blosc2.asarray(values.reshape(8, 8, 64, -1), urlpath=os.path.join(out, case + ".b2nd"),
-                             mode="w", chunks=(8, 8, 64, values.size // 4096), blocks=(4, 4, 16, 32),
-                             cparams=dict(codec=C.ZFP_ACC, codec_meta=zfp["zfp_acc"][1], clevel=5,
-                                          filters=[F.NOFILTER]))
-        chunk = arr.schunk.get_chunk(0)
-        with open(os.path.join(out, case + ".chunk"), "wb") as f:
-            f.write(chunk)
-        ref["cases"][case] = {"nbytes": len(data), "cbytes": len(chunk), "blockshape": list(arr.blocks)}
+        array_case(out, ref, f"{dname}-4d-zfp_acc", values.reshape(8, 8, 64, -1), C.ZFP_ACC,
+                   zfp["zfp_acc"][1], chunks=(8, 8, 64, values.size // 4096), blocks=(4, 4, 16, 32))
     # NDLZ (b2nd arrays of 2-D 1-byte items, cells of 4 or 8): a label image (the masks it
     # suits), 2048 x 2048 bytes in one chunk, in python-blosc2's default blocks.
     labels = label_image()
     for side in (4, 8):
-        case = f"labels-u1-ndlz{side}"
-        arr = blosc2.asarray(labels, urlpath=os.path.join(out, case + ".b2nd"), mode="w",
-                             chunks=labels.shape,
-                             cparams=dict(codec=C.NDLZ, codec_meta=side, clevel=5, filters=[F.NOFILTER]))
-        chunk = arr.schunk.get_chunk(0)
-        with open(os.path.join(out, case + ".chunk"), "wb") as f:
-            f.write(chunk)
-        ref["cases"][case] = {"nbytes": labels.size, "cbytes": len(chunk)}
+        array_case(out, ref, f"labels-u1-ndlz{side}", labels, C.NDLZ, side, chunks=labels.shape)
     with open(os.path.join(out, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
     if serving:

@@ -50,9 +50,10 @@ pub struct Chunk<'a> {
     buf: &'a [u8],
     dict: Option<codec::StreamDict<'a>>,
     codec: Option<Codec>,
-    /// What in the chunk needs the b2nd array's block shape (a ZFP codec, a cell filter),
-    /// by name; `None` for chunks that decode without it.
-    shape_user: Option<&'static str>,
+    /// What in the chunk needs the b2nd array's block shape, as (kind, name): a ZFP codec
+    /// (`("codec", "zfp_acc")`, …) or a cell filter (`("filter", "ndcell")`); `None` for
+    /// chunks that decode without it.
+    shape_user: Option<(&'static str, &'static str)>,
     /// That block shape, once given ([`Chunk::with_block_shape`]).
     block_shape: Option<BlockShape>,
     /// How a block of `blocksize` bytes is decoded, worked out once ([`BlockPlan`]).
@@ -352,11 +353,7 @@ impl<'a> Chunk<'a> {
                             filter_name(f)
                         )));
                     }
-                    chunk.shape_user = Some(if f == 32 {
-                        "filter ndcell"
-                    } else {
-                        "filter ndmean"
-                    });
+                    chunk.shape_user = Some(("filter", if f == 32 { "ndcell" } else { "ndmean" }));
                 }
                 _ => {
                     return Err(ChunkError::Unsupported(format!(
@@ -380,11 +377,7 @@ impl<'a> Chunk<'a> {
                     mode.name()
                 )));
             }
-            chunk.shape_user = Some(match mode {
-                codec::zfp::ZfpMode::Accuracy(_) => "codec zfp_acc",
-                codec::zfp::ZfpMode::Precision(_) => "codec zfp_prec",
-                codec::zfp::ZfpMode::Rate(_) => "codec zfp_rate",
-            });
+            chunk.shape_user = Some(("codec", mode.name()));
         }
         if let Codec::Ndlz(side) = codec
             && side != 4
@@ -463,7 +456,7 @@ impl<'a> Chunk<'a> {
     /// `Unsupported` for a chunk needing it whose blocks are not of that shape
     /// (`blocksize` bytes of the chunk's typesize; 1 to 4 dimensions for ZFP).
     pub fn with_block_shape(mut self, blockshape: &[u64]) -> ChunkResult<Self> {
-        let Some(user) = self.shape_user else {
+        let Some((kind, name)) = self.shape_user else {
             return Ok(self);
         };
         // Whether blocks of this shape hold `blocksize` bytes of the typesize.
@@ -474,7 +467,7 @@ impl<'a> Chunk<'a> {
         let zfp = matches!(self.codec, Some(Codec::Zfp(_)));
         if !fills || blockshape.len() > 8 || (zfp && !codec::zfp::codes_shape(blockshape)) {
             return Err(ChunkError::Unsupported(format!(
-                "{user} over blocks of {} bytes, which a block shape {blockshape:?} of \
+                "{kind} {name} over blocks of {} bytes, which a block shape {blockshape:?} of \
                  {}-byte items does not fill{}",
                 self.header.blocksize,
                 self.header.typesize,
@@ -902,9 +895,10 @@ impl<'a> Chunk<'a> {
         reference: Option<&[u8]>,
         s: &mut Scratch,
     ) -> ChunkResult<()> {
-        if let (Some(user), None) = (self.shape_user, self.block_shape) {
+        if let (Some((kind, name)), None) = (self.shape_user, self.block_shape) {
             return Err(ChunkError::Unsupported(format!(
-                "{user}: its blocks need the block shape of the b2nd array holding the chunk"
+                "{kind} {name}: its blocks need the block shape of the b2nd array holding the \
+                 chunk"
             )));
         }
         if let (0, Some(r)) = (j, reference) {
@@ -1173,7 +1167,7 @@ impl<'a> Chunk<'a> {
                         // NDMEAN's cells hold their mean; both are scattered back alike.
                         filter::ndcell::uncell(
                             h.filters_meta[slot] as usize,
-                            self.block_shape.as_ref().map_or(&[], BlockShape::dims),
+                            self.block_dims(),
                             ts,
                             cur,
                             target,
@@ -1281,13 +1275,18 @@ impl<'a> Chunk<'a> {
         Ok((Stream::Run((-csize) as u8), body + 1))
     }
 
+    /// The block shape [`Chunk::with_block_shape`] gave, C order; empty when none was.
+    fn block_dims(&self) -> &[u64] {
+        self.block_shape.as_ref().map_or(&[], BlockShape::dims)
+    }
+
     /// What decoding this chunk's streams takes besides their bytes.
     fn stream_context(&self) -> codec::StreamContext<'_> {
         codec::StreamContext {
             dict: self.dict.as_ref(),
             shape: self.shape(),
             typesize: self.header.typesize as usize,
-            block_shape: self.block_shape.as_ref().map_or(&[], BlockShape::dims),
+            block_shape: self.block_dims(),
         }
     }
 
