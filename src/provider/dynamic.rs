@@ -427,6 +427,15 @@ pub(crate) fn coordinate_box(
         .collect::<Result<Vec<_>>>()?;
     // One conjunct at a time: one the analysis does not take leaves the others' bounds.
     for c in conjuncts {
+        // A comparison with a number is applied as it is (the scan reports it exact).
+        if let Some((d, lo, hi)) = coordinate_range(&c) {
+            let r = &mut bx[d];
+            r.start = r.start.max(lo.clamp(0, r.end as i128) as u64);
+            r.end = r
+                .end
+                .min(hi.saturating_add(1).clamp(0, r.end as i128) as u64);
+            continue;
+        }
         let Ok(narrowed) = analyze(&c, AnalysisContext::new(whole.clone()), &dims) else {
             continue;
         };
@@ -444,7 +453,45 @@ pub(crate) fn coordinate_box(
             }
         }
     }
+    for r in &mut bx {
+        if r.start >= r.end {
+            *r = 0..0;
+        }
+    }
     Ok(bx)
+}
+
+/// The coordinates `(k, lo, hi)` (inclusive) a comparison of `dim_k` with an integer
+/// allows: `dim_k op n` or `n op dim_k`, `op` one of `=`, `<`, `<=`, `>`, `>=`
+/// (`BETWEEN` arrives as two of them). Such a conjunct is applied to the coordinate box
+/// exactly, so a scan that cuts its units to the box need not filter its rows again.
+/// `None` for anything else (other operators, casts, other columns, nulls).
+pub(crate) fn coordinate_range(e: &Arc<dyn PhysicalExpr>) -> Option<(usize, i128, i128)> {
+    let b = e.downcast_ref::<BinaryExpr>()?;
+    let number = |x: &Arc<dyn PhysicalExpr>| match x.downcast_ref::<Literal>()?.value() {
+        ScalarValue::Int64(Some(v)) => Some(*v as i128),
+        _ => None,
+    };
+    let dim = |x: &Arc<dyn PhysicalExpr>| {
+        x.downcast_ref::<Column>()?
+            .name()
+            .strip_prefix("dim_")?
+            .parse::<usize>()
+            .ok()
+    };
+    let (k, op, n) = match (dim(b.left()), number(b.right())) {
+        (Some(k), Some(n)) => (k, *b.op(), n),
+        _ => (dim(b.right())?, b.op().swap()?, number(b.left())?),
+    };
+    let (lo, hi) = (i64::MIN as i128, i64::MAX as i128);
+    match op {
+        Operator::Eq => Some((k, n, n)),
+        Operator::Lt => Some((k, lo, n - 1)),
+        Operator::LtEq => Some((k, lo, n)),
+        Operator::Gt => Some((k, n + 1, hi)),
+        Operator::GtEq => Some((k, n, hi)),
+        _ => None,
+    }
 }
 
 /// The coordinate column an order's first key sorts descending (`ORDER BY dim_k DESC`),

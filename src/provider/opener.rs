@@ -55,6 +55,9 @@ pub struct Blosc2Opener {
     pub(crate) filters: Vec<Arc<dyn PhysicalExpr>>,
     /// Read each file's units last first.
     pub(crate) reverse_units: bool,
+    /// Coordinate filters were reported exact (`source.rs`): every file must be an array,
+    /// whose units are cut to their box.
+    pub(crate) exact_coordinates: bool,
     /// Zone maps by file; `None`: off.
     pub(crate) zone_maps: Option<Arc<FileZoneMaps>>,
     /// How files are opened.
@@ -159,6 +162,7 @@ impl FileOpener for Blosc2Opener {
         let filters = with_partition_values(&self.filters, &self.table_schema, &file)?;
         let (batch_size, limit, block_threads) = (self.batch_size, self.limit, self.block_threads);
         let reverse = self.reverse_units;
+        let exact_coordinates = self.exact_coordinates;
         let zone_maps = self.zone_maps.as_ref().map(|z| z.of(&file.object_meta));
         let metrics = OpenerMetrics::new(&self.metrics, self.partition);
         let files = self.files.clone();
@@ -186,6 +190,13 @@ impl FileOpener for Blosc2Opener {
                         false => coordinate_box(&filters, shape)?,
                     };
                     (fixed_box, bounds)
+                }
+                Dataset::Table(_) if exact_coordinates => {
+                    return Err(DataFusionError::Plan(format!(
+                        "{}: a table, in a listing table whose schema is an array's \
+                         (its coordinate filters were planned as exact)",
+                        file.object_meta.location
+                    )));
                 }
                 Dataset::Table(_) => (Vec::new(), Vec::new()),
             };

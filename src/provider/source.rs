@@ -2,13 +2,18 @@
 //! DataFusion's `DataSourceExec` drives: it holds the scan's projection and the filters
 //! pushed into it (static and dynamic), and makes an opener (`opener.rs`) per partition.
 //!
-//! Filters are taken for pruning and reported not pushed down: DataFusion still applies
-//! them to the rows, as with Parquet's row-group pruning.
+//! Filters are taken for pruning and reported not pushed down (DataFusion still applies
+//! them to the rows, as with Parquet's row-group pruning), except comparisons of a
+//! coordinate with an integer (`dim_0 BETWEEN 10 AND 20`, `dim_1 = 3`) over arrays: each
+//! file's units are cut to the box those allow, so they are reported exact and
+//! DataFusion's `FilterExec` over them goes.
 
-use super::dynamic::descending_coordinate;
+use super::dynamic::{coordinate_range, descending_coordinate};
 use super::format::FileZoneMaps;
 use super::listed::ListedFiles;
 use super::opener::Blosc2Opener;
+use crate::arrow_reader::schema::KIND_KEY;
+use arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::physical_plan::{FileOpener, FileScanConfig, FileSource};
@@ -16,6 +21,8 @@ use datafusion::datasource::projection::{ProjectionOpener, SplitProjection};
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::Result;
 use datafusion::physical_expr::projection::ProjectionExprs;
+use datafusion::physical_expr::split_conjunction;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::filter_pushdown::{FilterPushdownPropagation, PushedDown};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
@@ -36,6 +43,8 @@ pub struct Blosc2Source {
     filters: Vec<Arc<dyn PhysicalExpr>>,
     /// Read each file's units last first (a `dim_k DESC` order was pushed down).
     reverse_units: bool,
+    /// Some filter was reported exact ([`exact_on_arrays`]): the files must be arrays.
+    exact_coordinates: bool,
     /// Zone maps by file, shared by the scans of one format; `None`: off.
     zone_maps: Option<Arc<FileZoneMaps>>,
     /// How the scan opens files (local reads and the cache shared by one format's scans).
@@ -62,6 +71,7 @@ impl Blosc2Source {
             batch_size: None,
             filters: Vec::new(),
             reverse_units: false,
+            exact_coordinates: false,
             zone_maps: None,
             files: ListedFiles::default(),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -100,6 +110,7 @@ impl FileSource for Blosc2Source {
             file_indices: self.projection.file_indices.clone(),
             filters: self.filters.clone(),
             reverse_units: self.reverse_units,
+            exact_coordinates: self.exact_coordinates,
             zone_maps: self.zone_maps.clone(),
             files: self.files.clone(),
             batch_size: self.batch_size.unwrap_or(8192).max(1),
@@ -152,10 +163,15 @@ impl FileSource for Blosc2Source {
         _config: &ConfigOptions,
     ) -> Result<FilterPushdownPropagation<Arc<dyn FileSource>>> {
         let mut source = self.clone();
-        let result = FilterPushdownPropagation::with_parent_pushdown_result(vec![
-            PushedDown::No;
-            filters.len()
-        ]);
+        let pushed: Vec<PushedDown> = filters
+            .iter()
+            .map(|f| match exact_on_arrays(&self.table_schema, f) {
+                true => PushedDown::Yes,
+                false => PushedDown::No,
+            })
+            .collect();
+        source.exact_coordinates |= pushed.iter().any(|p| matches!(p, PushedDown::Yes));
+        let result = FilterPushdownPropagation::with_parent_pushdown_result(pushed);
         if filters.is_empty() {
             return Ok(result);
         }
@@ -229,4 +245,24 @@ impl FileSource for Blosc2Source {
         }
         apply_expression_roots(self.projection.source.iter(), f)
     }
+}
+
+/// Whether the scan applies `filter` exactly: the files are b2nd arrays or super-chunks
+/// (their schema's kind says so; `Blosc2Format` reads no directory containers), and each
+/// of the filter's conjuncts compares one of their coordinates with an integer
+/// ([`coordinate_range`]), which the opener cuts each file's units to.
+fn exact_on_arrays(table: &TableSchema, filter: &Arc<dyn PhysicalExpr>) -> bool {
+    let file = table.file_schema();
+    let arrays = matches!(
+        file.metadata().get(KIND_KEY).map(String::as_str),
+        Some("b2nd" | "schunk")
+    );
+    let coordinate = |c: &Arc<dyn PhysicalExpr>| {
+        coordinate_range(c).is_some()
+            && collect_columns(c).iter().all(|col| {
+                file.field_with_name(col.name())
+                    .is_ok_and(|f| f.data_type() == &DataType::Int64)
+            })
+    };
+    arrays && split_conjunction(filter).into_iter().all(coordinate)
 }

@@ -468,6 +468,93 @@ async fn listing_tables_prune_units() {
     }
 }
 
+/// Comparisons of coordinates with integers are applied by the scan exactly (no
+/// `FilterExec` left for them) and give the rows the filter allows, whatever the ranges
+/// (past the shape, negative, empty, reversed operands), the partitions and byte-range
+/// splits; other conjuncts stay in a `FilterExec`.
+#[tokio::test]
+async fn listing_tables_apply_coordinate_ranges_exactly() {
+    type Keep = fn(&[i64]) -> bool;
+    let cases: [(&str, &str, bool, Keep); 9] = [
+        (
+            "b2nd/geom-2d-tiles.b2nd",
+            "dim_0 BETWEEN 5 AND 20 AND dim_1 > 6 AND dim_1 < 31",
+            true,
+            |c| (5..=20).contains(&c[0]) && (7..31).contains(&c[1]),
+        ),
+        ("b2nd/geom-2d-tiles.b2nd", "dim_0 = 7", true, |c| c[0] == 7),
+        (
+            "b2nd/geom-2d-tiles.b2nd",
+            "3 <= dim_1 AND 30 > dim_0",
+            true,
+            |c| c[1] >= 3 && c[0] < 30,
+        ),
+        (
+            "b2nd/geom-2d-tiles.b2nd",
+            "dim_0 >= -5 AND dim_0 < 1000000",
+            true,
+            |_| true,
+        ),
+        (
+            "b2nd/geom-2d-tiles.b2nd",
+            "dim_0 > 20 AND dim_0 < 10",
+            true,
+            |_| false,
+        ),
+        ("b2nd/geom-2d-tiles.b2nd", "dim_1 < 0", true, |_| false),
+        (
+            "b2nd/geom-2d-tiles.b2nd",
+            "dim_0 < 4 OR dim_1 = 2",
+            false,
+            |c| c[0] < 4 || c[1] == 2,
+        ),
+        (
+            "b2nd/geom-3d.b2nd",
+            "dim_2 >= 2 AND dim_0 <= 1 AND value > 10",
+            false,
+            |c| c[2] >= 2 && c[0] <= 1,
+        ),
+        (
+            "b2nd/geom-1d-big.b2nd",
+            "dim_0 BETWEEN 12345 AND 45678",
+            true,
+            |c| (12345..=45678).contains(&c[0]),
+        ),
+    ];
+    for (rel, filter, exact, keep) in cases {
+        let (schema, batches) = read_all(open(rel).await, 1 << 20).await.unwrap();
+        let ndim = schema
+            .fields()
+            .iter()
+            .filter(|f| f.name().starts_with("dim_"))
+            .count();
+        let value_at = schema.index_of("value").unwrap();
+        let mut want: Vec<Vec<String>> = texts(&batches)
+            .into_iter()
+            .filter(|r| {
+                let c: Vec<i64> = r[..ndim].iter().map(|x| x.parse().unwrap()).collect();
+                keep(&c)
+                    && (!filter.contains("value") || r[value_at].parse::<f64>().unwrap() > 10.0)
+            })
+            .collect();
+        want.sort();
+        for (partitions, split) in [(1, false), (2, false), (3, true)] {
+            let ctx = session(partitions, split);
+            register(&ctx, fixture(rel).to_str().unwrap(), ".b2nd", vec![]).await;
+            let sql = format!("SELECT * FROM t WHERE {filter}");
+            let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+            let mut got = texts(&batches);
+            got.sort();
+            assert_eq!(got, want, "{rel}: {sql}, {partitions} partitions");
+            let plan = explain(&ctx, &sql).await;
+            assert_eq!(!plan.contains("FilterExec"), exact, "{rel}: {sql}\n{plan}");
+            let sql = format!("SELECT count(*) FROM t WHERE {filter}");
+            let count = query(&ctx, &sql).await;
+            assert_eq!(count, vec![vec![Value::from(want.len())]], "{rel}: {sql}");
+        }
+    }
+}
+
 /// A listing table's file with FULL indexes prunes on them when it is opened: a point
 /// lookup in a column in no order reads one unit of 16, a value that is not there none,
 /// and the answers are the table provider's.
