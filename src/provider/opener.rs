@@ -22,6 +22,7 @@ use super::computed::ComputedColumns;
 use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box, remap_columns};
 use super::format::FileZoneMaps;
 use super::listed::{ListedFiles, Opened, open_columns};
+use super::source::leading_coordinates;
 use super::text_filters::physical_text_matches;
 use super::to_df;
 use super::zone_maps::{ZoneMaps, ZoneRecorder};
@@ -163,6 +164,7 @@ impl FileOpener for Blosc2Opener {
         let (batch_size, limit, block_threads) = (self.batch_size, self.limit, self.block_threads);
         let reverse = self.reverse_units;
         let exact_coordinates = self.exact_coordinates;
+        let coordinates = leading_coordinates(self.table_schema.file_schema());
         let zone_maps = self.zone_maps.as_ref().map(|z| z.of(&file.object_meta));
         let metrics = OpenerMetrics::new(&self.metrics, self.partition);
         let files = self.files.clone();
@@ -176,6 +178,15 @@ impl FileOpener for Blosc2Opener {
             // The box of the static filters is the same in every range's open (dynamic
             // ones change as the scan goes), so the zones it leaves are dealt out.
             let (fixed, bounds) = match &*ds {
+                Dataset::Array(a) if exact_coordinates && a.geometry.ndim() < coordinates => {
+                    return Err(DataFusionError::Plan(format!(
+                        "{}: an array of {} dimensions, in a listing table whose schema \
+                         has {coordinates} coordinate columns (its coordinate filters were \
+                         planned as exact)",
+                        file.object_meta.location,
+                        a.geometry.ndim()
+                    )));
+                }
                 Dataset::Array(a) => {
                     let fixed: Vec<_> = filters
                         .iter()

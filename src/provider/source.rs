@@ -13,7 +13,7 @@ use super::format::FileZoneMaps;
 use super::listed::ListedFiles;
 use super::opener::Blosc2Opener;
 use crate::arrow_reader::schema::KIND_KEY;
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Schema};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::physical_plan::{FileOpener, FileScanConfig, FileSource};
@@ -247,22 +247,120 @@ impl FileSource for Blosc2Source {
     }
 }
 
+/// The number of coordinate columns an array's schema starts with: `dim_0`, `dim_1`, …
+/// (`Int64`), as many as lead the schema in that order.
+pub(crate) fn leading_coordinates(file: &Schema) -> usize {
+    file.fields()
+        .iter()
+        .enumerate()
+        .take_while(|(k, f)| f.name() == &format!("dim_{k}") && f.data_type() == &DataType::Int64)
+        .count()
+}
+
 /// Whether the scan applies `filter` exactly: the files are b2nd arrays or super-chunks
 /// (their schema's kind says so; `Blosc2Format` reads no directory containers), and each
 /// of the filter's conjuncts compares one of their coordinates with an integer
-/// ([`coordinate_range`]), which the opener cuts each file's units to.
+/// ([`coordinate_range`]), which the opener cuts each file's units to. (The opener
+/// refuses a file whose dimensions are fewer than the schema's coordinate columns.)
 fn exact_on_arrays(table: &TableSchema, filter: &Arc<dyn PhysicalExpr>) -> bool {
     let file = table.file_schema();
     let arrays = matches!(
         file.metadata().get(KIND_KEY).map(String::as_str),
         Some("b2nd" | "schunk")
     );
+    let dims = leading_coordinates(file);
     let coordinate = |c: &Arc<dyn PhysicalExpr>| {
-        coordinate_range(c).is_some()
-            && collect_columns(c).iter().all(|col| {
-                file.field_with_name(col.name())
-                    .is_ok_and(|f| f.data_type() == &DataType::Int64)
-            })
+        coordinate_range(c).is_some_and(|(k, _, _)| k < dims)
+            && collect_columns(c)
+                .iter()
+                .all(|col| file.index_of(col.name()).is_ok_and(|i| i < dims))
     };
     arrays && split_conjunction(filter).into_iter().all(coordinate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::Field;
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{BinaryExpr, col, lit};
+    use std::collections::HashMap;
+
+    fn schema(kind: &str, fields: &[(&str, DataType)]) -> Schema {
+        let fields: Vec<Field> = fields
+            .iter()
+            .map(|(n, t)| Field::new(*n, t.clone(), false))
+            .collect();
+        let meta = HashMap::from([(KIND_KEY.to_string(), kind.to_string())]);
+        Schema::new_with_metadata(fields, meta)
+    }
+
+    #[test]
+    fn coordinates_lead_an_arrays_schema() {
+        let i = DataType::Int64;
+        let f = DataType::Float64;
+        let cases = [
+            (
+                vec![
+                    ("dim_0", i.clone()),
+                    ("dim_1", i.clone()),
+                    ("value", f.clone()),
+                ],
+                2,
+            ),
+            (
+                vec![("dim_0", i.clone()), ("a", i.clone()), ("dim_2", i.clone())],
+                1,
+            ),
+            (vec![("dim_1", i.clone()), ("value", f.clone())], 0),
+            (vec![("dim_0", DataType::Int32)], 0),
+            (vec![("value", f.clone())], 0),
+        ];
+        for (fields, want) in cases {
+            assert_eq!(
+                leading_coordinates(&schema("b2nd", &fields)),
+                want,
+                "{fields:?}"
+            );
+        }
+    }
+
+    /// Only conjunctions of coordinate-integer comparisons over arrays are exact.
+    #[test]
+    fn only_coordinate_ranges_over_arrays_are_exact() {
+        let fields = [
+            ("dim_0", DataType::Int64),
+            ("dim_1", DataType::Int64),
+            ("value", DataType::Float64),
+        ];
+        let array = schema("b2nd", &fields);
+        let cmp = |name: &str, op: Operator, v: datafusion::common::ScalarValue| {
+            let c = col(name, &array).unwrap();
+            Arc::new(BinaryExpr::new(c, op, lit(v))) as Arc<dyn PhysicalExpr>
+        };
+        let and = |a, b| Arc::new(BinaryExpr::new(a, Operator::And, b)) as Arc<dyn PhysicalExpr>;
+        let or = |a, b| Arc::new(BinaryExpr::new(a, Operator::Or, b)) as Arc<dyn PhysicalExpr>;
+        let ge0 = cmp("dim_0", Operator::GtEq, 3i64.into());
+        let lt1 = cmp("dim_1", Operator::Lt, 5i64.into());
+        let cases: Vec<(Arc<dyn PhysicalExpr>, bool)> = vec![
+            (Arc::clone(&ge0), true),
+            (and(Arc::clone(&ge0), Arc::clone(&lt1)), true),
+            (cmp("dim_0", Operator::Eq, 4i64.into()), true),
+            (cmp("dim_0", Operator::NotEq, 4i64.into()), false),
+            (cmp("dim_0", Operator::Eq, 4i32.into()), false),
+            (cmp("value", Operator::Gt, 1.5f64.into()), false),
+            (
+                and(Arc::clone(&ge0), cmp("value", Operator::Gt, 1.5f64.into())),
+                false,
+            ),
+            (or(Arc::clone(&ge0), Arc::clone(&lt1)), false),
+        ];
+        let table = TableSchema::from(Arc::new(array.clone()));
+        for (filter, want) in &cases {
+            assert_eq!(exact_on_arrays(&table, filter), *want, "{filter}");
+        }
+        // Never over tables, whose rows are not coordinates.
+        let ctable = TableSchema::from(Arc::new(schema("ctable", &fields)));
+        assert!(!exact_on_arrays(&ctable, &ge0));
+    }
 }
