@@ -425,31 +425,35 @@ pub(crate) fn coordinate_box(
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    // Narrows `r` to the coordinates `lo..=hi`.
+    let narrow = |r: &mut Range<u64>, lo: i128, hi: i128| {
+        r.start = r.start.max(lo.clamp(0, u64::MAX as i128) as u64);
+        r.end = r
+            .end
+            .min(hi.saturating_add(1).clamp(0, u64::MAX as i128) as u64);
+    };
     // One conjunct at a time: one the analysis does not take leaves the others' bounds.
     for c in conjuncts {
         // A comparison with a number is applied as it is (the scan reports it exact).
         if let Some((d, lo, hi)) = coordinate_range(&c) {
-            let r = &mut bx[d];
-            r.start = r.start.max(lo.clamp(0, r.end as i128) as u64);
-            r.end = r
-                .end
-                .min(hi.saturating_add(1).clamp(0, r.end as i128) as u64);
+            narrow(&mut bx[d], lo, hi);
             continue;
         }
         let Ok(narrowed) = analyze(&c, AnalysisContext::new(whole.clone()), &dims) else {
             continue;
         };
+        let bound = |v: &ScalarValue, none: i128| match v {
+            ScalarValue::Int64(Some(x)) => *x as i128,
+            _ => none,
+        };
         for (r, b) in bx.iter_mut().zip(&narrowed.boundaries) {
             match &b.interval {
                 None => *r = 0..0,
-                Some(iv) => {
-                    if let ScalarValue::Int64(Some(lo)) = iv.lower() {
-                        r.start = r.start.max((*lo).max(0) as u64);
-                    }
-                    if let ScalarValue::Int64(Some(hi)) = iv.upper() {
-                        r.end = r.end.min((*hi).max(-1).saturating_add(1) as u64);
-                    }
-                }
+                Some(iv) => narrow(
+                    r,
+                    bound(iv.lower(), i128::MIN),
+                    bound(iv.upper(), i128::MAX),
+                ),
             }
         }
     }

@@ -22,7 +22,6 @@ use super::computed::ComputedColumns;
 use super::dynamic::{DynamicPruning, Probe, clip, coordinate_box, remap_columns};
 use super::format::FileZoneMaps;
 use super::listed::{ListedFiles, Opened, open_columns};
-use super::source::leading_coordinates;
 use super::text_filters::physical_text_matches;
 use super::to_df;
 use super::zone_maps::{ZoneMaps, ZoneRecorder};
@@ -56,9 +55,10 @@ pub struct Blosc2Opener {
     pub(crate) filters: Vec<Arc<dyn PhysicalExpr>>,
     /// Read each file's units last first.
     pub(crate) reverse_units: bool,
-    /// Coordinate filters were reported exact (`source.rs`): every file must be an array,
-    /// whose units are cut to their box.
-    pub(crate) exact_coordinates: bool,
+    /// When coordinate filters were reported exact (`source.rs`), the schema's coordinate
+    /// columns, which every file must be an array of at least as many dimensions as (its
+    /// units are cut to their box); 0 otherwise.
+    pub(crate) exact_dims: usize,
     /// Zone maps by file; `None`: off.
     pub(crate) zone_maps: Option<Arc<FileZoneMaps>>,
     /// How files are opened.
@@ -163,8 +163,7 @@ impl FileOpener for Blosc2Opener {
         let filters = with_partition_values(&self.filters, &self.table_schema, &file)?;
         let (batch_size, limit, block_threads) = (self.batch_size, self.limit, self.block_threads);
         let reverse = self.reverse_units;
-        let exact_coordinates = self.exact_coordinates;
-        let coordinates = leading_coordinates(self.table_schema.file_schema());
+        let exact_dims = self.exact_dims;
         let zone_maps = self.zone_maps.as_ref().map(|z| z.of(&file.object_meta));
         let metrics = OpenerMetrics::new(&self.metrics, self.partition);
         let files = self.files.clone();
@@ -178,10 +177,10 @@ impl FileOpener for Blosc2Opener {
             // The box of the static filters is the same in every range's open (dynamic
             // ones change as the scan goes), so the zones it leaves are dealt out.
             let (fixed, bounds) = match &*ds {
-                Dataset::Array(a) if exact_coordinates && a.geometry.ndim() < coordinates => {
+                Dataset::Array(a) if a.geometry.ndim() < exact_dims => {
                     return Err(DataFusionError::Plan(format!(
                         "{}: an array of {} dimensions, in a listing table whose schema \
-                         has {coordinates} coordinate columns (its coordinate filters were \
+                         has {exact_dims} coordinate columns (its coordinate filters were \
                          planned as exact)",
                         file.object_meta.location,
                         a.geometry.ndim()
@@ -202,7 +201,7 @@ impl FileOpener for Blosc2Opener {
                     };
                     (fixed_box, bounds)
                 }
-                Dataset::Table(_) if exact_coordinates => {
+                Dataset::Table(_) if exact_dims > 0 => {
                     return Err(DataFusionError::Plan(format!(
                         "{}: a table, in a listing table whose schema is an array's \
                          (its coordinate filters were planned as exact)",

@@ -22,7 +22,6 @@ use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::Result;
 use datafusion::physical_expr::projection::ProjectionExprs;
 use datafusion::physical_expr::split_conjunction;
-use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::filter_pushdown::{FilterPushdownPropagation, PushedDown};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
@@ -43,8 +42,6 @@ pub struct Blosc2Source {
     filters: Vec<Arc<dyn PhysicalExpr>>,
     /// Read each file's units last first (a `dim_k DESC` order was pushed down).
     reverse_units: bool,
-    /// Some filter was reported exact ([`exact_on_arrays`]): the files must be arrays.
-    exact_coordinates: bool,
     /// Zone maps by file, shared by the scans of one format; `None`: off.
     zone_maps: Option<Arc<FileZoneMaps>>,
     /// How the scan opens files (local reads and the cache shared by one format's scans).
@@ -71,7 +68,6 @@ impl Blosc2Source {
             batch_size: None,
             filters: Vec::new(),
             reverse_units: false,
-            exact_coordinates: false,
             zone_maps: None,
             files: ListedFiles::default(),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -104,13 +100,22 @@ impl FileSource for Blosc2Source {
         partition: usize,
     ) -> Result<Arc<dyn FileOpener>> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // The filters reported exact are those `exact_on_arrays` takes (dynamic ones never).
+        let exact = self
+            .filters
+            .iter()
+            .any(|f| exact_on_arrays(&self.table_schema, f));
+        let exact_dims = match exact {
+            true => leading_coordinates(self.table_schema.file_schema()),
+            false => 0,
+        };
         let opener = Blosc2Opener {
             store: object_store,
             table_schema: self.table_schema.clone(),
             file_indices: self.projection.file_indices.clone(),
             filters: self.filters.clone(),
             reverse_units: self.reverse_units,
-            exact_coordinates: self.exact_coordinates,
+            exact_dims,
             zone_maps: self.zone_maps.clone(),
             files: self.files.clone(),
             batch_size: self.batch_size.unwrap_or(8192).max(1),
@@ -170,7 +175,6 @@ impl FileSource for Blosc2Source {
                 false => PushedDown::No,
             })
             .collect();
-        source.exact_coordinates |= pushed.iter().any(|p| matches!(p, PushedDown::Yes));
         let result = FilterPushdownPropagation::with_parent_pushdown_result(pushed);
         if filters.is_empty() {
             return Ok(result);
@@ -249,7 +253,7 @@ impl FileSource for Blosc2Source {
 
 /// The number of coordinate columns an array's schema starts with: `dim_0`, `dim_1`, …
 /// (`Int64`), as many as lead the schema in that order.
-pub(crate) fn leading_coordinates(file: &Schema) -> usize {
+fn leading_coordinates(file: &Schema) -> usize {
     file.fields()
         .iter()
         .enumerate()
@@ -268,13 +272,10 @@ fn exact_on_arrays(table: &TableSchema, filter: &Arc<dyn PhysicalExpr>) -> bool 
         file.metadata().get(KIND_KEY).map(String::as_str),
         Some("b2nd" | "schunk")
     );
+    // The comparison's one column is `dim_k`, which leads the schema when `k < dims`.
     let dims = leading_coordinates(file);
-    let coordinate = |c: &Arc<dyn PhysicalExpr>| {
-        coordinate_range(c).is_some_and(|(k, _, _)| k < dims)
-            && collect_columns(c)
-                .iter()
-                .all(|col| file.index_of(col.name()).is_ok_and(|i| i < dims))
-    };
+    let coordinate =
+        |c: &Arc<dyn PhysicalExpr>| coordinate_range(c).is_some_and(|(k, _, _)| k < dims);
     arrays && split_conjunction(filter).into_iter().all(coordinate)
 }
 
