@@ -8,6 +8,7 @@ use super::prune::{IndexCache, PruneReport};
 use super::work::{ExecutionUnits, UnitSource};
 use super::zone_maps::{ZoneMaps, ZoneRecorder};
 use crate::array::ndarray::ReadStats;
+use crate::array::table::ColumnStorage;
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
@@ -262,6 +263,20 @@ impl Blosc2Exec {
     pub fn with_dynamic_filters(mut self, summaries: Arc<IndexCache>) -> Self {
         self.summaries = Some(summaries);
         self
+    }
+
+    /// The number of values in the dictionary of output column `position`, when it is an
+    /// open CTable dictionary column (its batches then carry the codes as they are
+    /// stored, over that one dictionary).
+    pub(crate) fn dictionary_len(&self, position: usize) -> Option<usize> {
+        let Dataset::Table(t) = &*self.ds else {
+            return None;
+        };
+        let full = *self.reader.projection().get(position)?;
+        match &t.column(full)?.storage {
+            ColumnStorage::Dictionary { values, .. } => Some(values.len()),
+            _ => None,
+        }
     }
 
     /// This scan yielding each scan unit as one batch, not sliced to `batch_size`: for a

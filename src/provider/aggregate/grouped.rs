@@ -1,8 +1,8 @@
-//! The states of a fused aggregation grouped by one array coordinate (`GROUP BY dim_k`).
-//! A coordinate lies in `0..shape[k]`, so the states are dense vectors indexed by it: a
-//! row costs an indexed add, and a run of rows with the same coordinate (a row of the
-//! array, grouped by `dim_0`) one slice sum (or one slice `min`/`max`). Semantics are
-//! those of [`super::fold`] and `extremes.rs`.
+//! The states of a fused aggregation grouped by one key that maps to a small dense range
+//! (`keys.rs`: an array coordinate, `GROUP BY dim_k`, or a dictionary column's codes). The
+//! states are dense vectors indexed by the group: a row costs an indexed add, and a run
+//! of rows in one group (a row of the array, grouped by `dim_0`) one slice sum (or one
+//! slice `min`/`max`). Semantics are those of [`super::fold`] and `extremes.rs`.
 
 use super::FusedAggregate;
 use super::fold::{AggKind, SumType};
@@ -63,28 +63,24 @@ impl GroupedStates {
         }
     }
 
-    /// Folds `batch` in, its rows' keys in column `key` (Int64, no nulls).
+    /// Folds `batch` in, the group of row `i` being `keys[i]`.
     ///
     /// # Errors
-    /// A key column that is not a non-null `Int64` within the bound (the rule admits only
-    /// array coordinates, whose bound is the array's shape).
+    /// A key outside the states' bound (the callers map keys into it: array
+    /// coordinates, whose bound is the array's shape; dictionary codes).
     pub fn add_batch(
         &mut self,
         batch: &RecordBatch,
-        key: usize,
+        keys: &[i64],
         aggs: &[FusedAggregate],
     ) -> Result<()> {
-        let k = batch.column(key);
-        let keys = k
-            .as_primitive_opt::<Int64Type>()
-            .filter(|_| k.null_count() == 0);
         let bound = self.rows.len() as u64;
-        let Some(keys) = keys.filter(|a| a.values().iter().all(|&x| (x as u64) < bound)) else {
+        if keys.len() != batch.num_rows() || keys.iter().any(|&x| x as u64 >= bound) {
             return Err(DataFusionError::Internal(format!(
-                "grouped Blosc2 aggregate: keys are not coordinates below {bound}"
+                "grouped Blosc2 aggregate: keys are not {} groups below {bound}",
+                batch.num_rows()
             )));
-        };
-        let keys = keys.values();
+        }
         for_runs(keys, |g, i, j| self.rows[g] += (j - i) as u64);
         for ((a, counts), sums) in aggs.iter().zip(&mut self.counts).zip(&mut self.sums) {
             let Some(c) = a.column else {
@@ -116,18 +112,17 @@ impl GroupedStates {
         Ok(())
     }
 
-    /// The output rows, one per group with rows, the key first (`schema`'s order): per
-    /// aggregate the columns of [`super::output_types`].
+    /// The output rows, one per group with rows, the key first (`schema`'s order: `key`
+    /// builds it from the groups): per aggregate the columns of [`super::output_types`].
     pub fn output(
         &self,
         schema: &SchemaRef,
         aggs: &[FusedAggregate],
         output: super::Output,
+        key: impl FnOnce(&[usize]) -> Result<ArrayRef>,
     ) -> Result<RecordBatch> {
         let groups: Vec<usize> = (0..self.rows.len()).filter(|&g| self.rows[g] > 0).collect();
-        let mut cols: Vec<ArrayRef> = vec![Arc::new(Int64Array::from_iter_values(
-            groups.iter().map(|&g| g as i64),
-        ))];
+        let mut cols: Vec<ArrayRef> = vec![key(&groups)?];
         for ((a, counts), sums) in aggs.iter().zip(&self.counts).zip(&self.sums) {
             let some = |g: usize| counts[g] > 0;
             let count_column = || -> ArrayRef {
@@ -341,8 +336,8 @@ mod tests {
             agg(AggKind::Count, Some(1), None),
         ];
         let mut states = GroupedStates::new(&aggs, 5);
-        states.add_batch(&batch, 0, &aggs).unwrap();
-        states.add_batch(&batch, 0, &aggs).unwrap();
+        states.add_batch(&batch, &keys, &aggs).unwrap();
+        states.add_batch(&batch, &keys, &aggs).unwrap();
         let schema = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, false),
             Field::new("rows", DataType::Int64, false),
@@ -350,7 +345,12 @@ mod tests {
             Field::new("sum", DataType::Int64, true),
             Field::new("count", DataType::Int64, false),
         ]));
-        let out = states.output(&schema, &aggs, Output::Final).unwrap();
+        let key = |g: &[usize]| -> Result<ArrayRef> {
+            Ok(Arc::new(Int64Array::from_iter_values(
+                g.iter().map(|&g| g as i64),
+            )))
+        };
+        let out = states.output(&schema, &aggs, Output::Final, key).unwrap();
         let col = |c: usize| out.column(c).clone();
         assert_eq!(col(0).as_primitive::<Int64Type>().values(), &[0, 2, 3]);
         assert_eq!(col(1).as_primitive::<Int64Type>().values(), &[40, 4, 10]);
@@ -386,7 +386,7 @@ mod tests {
         let count = [agg(AggKind::Count, None, None)];
         assert!(
             GroupedStates::new(&count, 5)
-                .add_batch(&bad, 0, &count)
+                .add_batch(&bad, &[5], &count)
                 .is_err()
         );
     }
