@@ -23,10 +23,11 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::msgpack::MsgValue;
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions,
+    Array, ArrayRef, AsArray, BooleanArray, FixedSizeBinaryArray, Int64Array, RecordBatch,
+    RecordBatchOptions,
 };
 use arrow::buffer::{BooleanBuffer, Buffer};
-use arrow::datatypes::{DataType, Int32Type, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -190,6 +191,9 @@ pub struct BatchReader {
     /// Columns (full-schema indices) whose consumer reads only which rows are null:
     /// see [`BatchReader::with_validity_only`].
     validity_only: Vec<usize>,
+    /// Table `U<n>` columns (full-schema indices) produced as their stored records:
+    /// see [`BatchReader::with_raw_records`].
+    raw_records: Vec<usize>,
 }
 
 impl BatchReader {
@@ -218,6 +222,7 @@ impl BatchReader {
             text_matches: Vec::new(),
             dictionaries: Arc::default(),
             validity_only: Vec::new(),
+            raw_records: Vec::new(),
         }
     }
 
@@ -239,6 +244,47 @@ impl BatchReader {
     pub fn with_validity_only(mut self, cols: Vec<usize>) -> Self {
         self.validity_only = cols;
         self
+    }
+
+    /// A reader producing each column of `cols` (full-schema indices) that is a table's
+    /// open 1-D `U<n>` column as its stored records: `FixedSizeBinary(4n)` of the UTF-32
+    /// as stored (either byte order), a mask sidecar's nulls applied and a sentinel's not,
+    /// for a consumer that groups them before converting anything (the fused `GROUP
+    /// BY`). Other columns of `cols` are produced as usual.
+    pub fn with_raw_records(mut self, cols: &[usize]) -> Self {
+        let Dataset::Table(t) = &*self.ds else {
+            return self;
+        };
+        self.raw_records = cols
+            .iter()
+            .copied()
+            .filter(|&p| {
+                t.column(p).is_some_and(|c| {
+                    matches!(&c.storage, ColumnStorage::Fixed(a)
+                        if a.geometry.ndim() == 1 && matches!(a.dtype, DType::Unicode { .. }))
+                })
+            })
+            .collect();
+        let fields: Vec<Field> = (self.schema.fields().iter().zip(&self.projection))
+            .map(|(f, &p)| match self.raw_records.contains(&p) {
+                true => {
+                    let width = t.column(p).map_or(0, |c| c.dtype().itemsize());
+                    Field::new(f.name(), DataType::FixedSizeBinary(width as i32), true)
+                }
+                false => f.as_ref().clone(),
+            })
+            .collect();
+        self.schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            self.schema.metadata().clone(),
+        ));
+        self
+    }
+
+    /// True when column `p` (full-schema index) is produced as its stored records
+    /// ([`BatchReader::with_raw_records`]).
+    pub fn reads_raw(&self, p: usize) -> bool {
+        self.raw_records.contains(&p)
     }
 
     /// The columns [`BatchReader::with_validity_only`] names.
@@ -279,7 +325,7 @@ impl BatchReader {
 
     /// This reader producing the columns `projection` (full-schema indices) instead,
     /// with the same row selection (text matches), buffers and dictionaries: reads of
-    /// one unit by both give the same rows.
+    /// one unit by both give the same rows. (Its columns are converted: no raw records.)
     pub fn with_projection(&self, projection: Vec<usize>) -> Self {
         let schema = Arc::new(
             self.full
@@ -289,6 +335,7 @@ impl BatchReader {
         BatchReader {
             projection,
             schema,
+            raw_records: Vec::new(),
             ..self.clone()
         }
     }
@@ -453,6 +500,17 @@ impl BatchReader {
         stats: &mut ReadStats,
     ) -> Result<ArrayRef> {
         let c = t.open_column(p).await?;
+        if self.reads_raw(p) {
+            let ColumnData::Fixed(bytes) = t.read_column(p, rows.clone(), stats).await? else {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: column {:?} is not fixed-width records",
+                    t.display(),
+                    c.name
+                )));
+            };
+            let arr = raw_records(bytes, c.dtype().itemsize())?;
+            return self.table_nulls(t, p, arr, rows, None, stats).await;
+        }
         let mut arr: ArrayRef = match &c.storage {
             // Only the nulls are wanted, and the mask holds them: zeros for values.
             ColumnStorage::Fixed(_) if self.reads_nulls_only(p) => zeroed(
@@ -576,6 +634,12 @@ impl BatchReader {
                         .table_nulls(t, p, arr, rows.clone(), Some(&keep), stats)
                         .await?;
                     cast_to(arr, self.full.field(p).data_type())?
+                }
+                (None, Some((_, bytes))) if self.reads_raw(p) => {
+                    let size = t.open_column(p).await?.dtype().itemsize();
+                    let arr = raw_records(kept_records(bytes, &keep, size), size)?;
+                    self.table_nulls(t, p, arr, rows.clone(), Some(&keep), stats)
+                        .await?
                 }
                 (None, Some((_, bytes))) => {
                     let c = t.open_column(p).await?;
@@ -711,6 +775,8 @@ impl BatchReader {
                 };
                 nullif(&arr, &is_null)
             }
+            // Raw records keep theirs: the consumer compares their converted text.
+            NullRule::Sentinel(_) if self.reads_raw(p) => Ok(arr),
             NullRule::Sentinel(v) => {
                 let is_null = sentinel_mask(&arr, v);
                 nullif(&arr, &is_null)
@@ -718,6 +784,16 @@ impl BatchReader {
             _ => Ok(arr),
         }
     }
+}
+
+/// Records of `size` bytes as a `FixedSizeBinary` array.
+fn raw_records(bytes: Vec<u8>, size: usize) -> Result<ArrayRef> {
+    let width = i32::try_from(size)
+        .map_err(|_| Error::InvalidArgument(format!("records of {size} bytes")))?;
+    Ok(Arc::new(
+        FixedSizeBinaryArray::try_new(width, Buffer::from_vec(bytes), None)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+    ))
 }
 
 /// `n` zeros of primitive type `t`.

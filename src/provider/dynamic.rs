@@ -556,24 +556,32 @@ impl Probe {
         }
         let names = dynamic.column_names();
         let full = reader.full_schema();
-        let (first, rest): (Vec<usize>, Vec<usize>) = reader
+        let (first, mut rest): (Vec<usize>, Vec<usize>) = reader
             .projection()
             .iter()
             .partition(|&&c| names.contains(full.field(c).name()));
         if first.is_empty() || rest.is_empty() {
             return None;
         }
+        // A filter column the scan yields as raw records is read converted first (for
+        // the filters) and raw with the rest (for the batch).
+        let raw: Vec<usize> = first
+            .iter()
+            .copied()
+            .filter(|&c| reader.reads_raw(c))
+            .collect();
+        rest.extend(&raw);
         let from = reader
             .projection()
             .iter()
             .map(|c| match first.iter().position(|f| f == c) {
-                Some(i) => (true, i),
-                None => (false, rest.iter().position(|r| r == c).unwrap_or(0)),
+                Some(i) if !raw.contains(c) => (true, i),
+                _ => (false, rest.iter().position(|r| r == c).unwrap_or(0)),
             })
             .collect();
         Some(Probe {
             first: reader.with_projection(first),
-            rest: reader.with_projection(rest),
+            rest: reader.with_projection(rest).with_raw_records(&raw),
             from,
             schema: reader.schema(),
         })

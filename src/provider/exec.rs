@@ -7,8 +7,9 @@ use super::dynamic::{DynamicPruning, Probe, descending_coordinate};
 use super::prune::{IndexCache, PruneReport};
 use super::work::{ExecutionUnits, UnitSource};
 use super::zone_maps::{ZoneMaps, ZoneRecorder};
+use crate::array::dtype::DType;
 use crate::array::ndarray::ReadStats;
-use crate::array::table::ColumnStorage;
+use crate::array::table::{ColumnStorage, NullRule};
 use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
@@ -279,6 +280,54 @@ impl Blosc2Exec {
         }
     }
 
+    /// The dtype and null sentinel (the text that stands for NULL, if the column has one)
+    /// of output column `position`, when it is an open 1-D `U<n>` column of a table:
+    /// one [`Blosc2Exec::with_raw_records`] can yield as stored.
+    pub(crate) fn utf32_column(&self, position: usize) -> Option<(DType, Option<String>)> {
+        let Dataset::Table(t) = &*self.ds else {
+            return None;
+        };
+        let full = *self.reader.projection().get(position)?;
+        let c = t.column(full)?;
+        let ColumnStorage::Fixed(a) = &c.storage else {
+            return None;
+        };
+        if a.geometry.ndim() != 1 || !matches!(a.dtype, DType::Unicode { .. }) {
+            return None;
+        }
+        let sentinel = match &c.nulls {
+            // A sentinel that is not text matches no text.
+            NullRule::Sentinel(v) => v.as_str().map(String::from),
+            _ => None,
+        };
+        Some((a.dtype.clone(), sentinel))
+    }
+
+    /// This scan yielding its output columns `positions` that are tables' `U<n>` columns
+    /// as their stored records ([`BatchReader::with_raw_records`]: `FixedSizeBinary`,
+    /// a sentinel not applied), for a consumer of its own that groups them. Their zones
+    /// are not mapped, and their statistics become unknown.
+    pub(crate) fn with_raw_records(mut self, positions: &[usize]) -> Self {
+        let projection = self.reader.projection();
+        let cols: Vec<usize> = positions
+            .iter()
+            .filter_map(|&i| projection.get(i).copied())
+            .collect();
+        self.reader = self.reader.with_raw_records(&cols);
+        for &c in &cols {
+            if let Some(s) = self.stats.column_statistics.get_mut(c) {
+                *s = datafusion::common::ColumnStatistics::new_unknown();
+            }
+        }
+        self.props = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(self.reader.schema()),
+            self.props.partitioning.clone(),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        self
+    }
+
     /// This scan yielding each scan unit as one batch, not sliced to `batch_size`: for a
     /// consumer of its own that folds every batch it gets (`Blosc2AggregateExec`), to
     /// which slices are only per-batch overhead. Metrics and executions start afresh.
@@ -405,6 +454,13 @@ impl DisplayAs for Blosc2Exec {
         if !nulls_only.is_empty() {
             write!(f, ", nulls_only=[{}]", nulls_only.join(", "))?;
         }
+        let raw: Vec<&str> = (self.reader.projection().iter())
+            .filter(|&&c| self.reader.reads_raw(c))
+            .map(|&c| full.field(c).name().as_str())
+            .collect();
+        if !raw.is_empty() {
+            write!(f, ", raw_records=[{}]", raw.join(", "))?;
+        }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
         }
@@ -510,9 +566,9 @@ impl ExecutionPlan for Blosc2Exec {
             .and_then(|d| Probe::new(&self.ds, &self.reader, d))
             .map(Arc::new);
         // The produced columns that hold values (not dims): output position, full index;
-        // not those read for their nulls only.
+        // not those read for their nulls only or as raw records.
         let mut record = self.reader.value_columns();
-        record.retain(|&(_, c)| !self.reader.reads_nulls_only(c));
+        record.retain(|&(_, c)| !self.reader.reads_nulls_only(c) && !self.reader.reads_raw(c));
         let recorder = match &self.zone_maps {
             Some(maps) if !record.is_empty() => Some(ZoneRecorder::new(
                 Arc::clone(maps),

@@ -4,8 +4,9 @@
 //! of rows in one group (a row of the array, grouped by `dim_0`) one slice sum (or one
 //! slice `min`/`max`). Semantics are those of [`super::fold`] and `extremes.rs`.
 
-use super::FusedAggregate;
 use super::fold::{AggKind, SumType};
+use super::keys::{GroupKeys, KeyKind};
+use super::{FusedAggregate, Group};
 use crate::chunk::simd::reduce::{self, AsF64, AsI64};
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::buffer::NullBuffer;
@@ -60,6 +61,34 @@ impl GroupedStates {
                     (_, Some(SumType::F64)) => Sums::F64(vec![0.0; bound]),
                 })
                 .collect(),
+        }
+    }
+
+    /// The number of groups the states hold.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Adds states for groups up to `groups` (no row yet).
+    pub fn grow(&mut self, groups: usize) {
+        if groups <= self.rows.len() {
+            return;
+        }
+        self.rows.resize(groups, 0);
+        for c in &mut self.counts {
+            c.resize(groups, 0);
+        }
+        for s in &mut self.sums {
+            match s {
+                Sums::None => {}
+                Sums::I64(v) => v.resize(groups, 0),
+                Sums::U64(v) => v.resize(groups, 0),
+                Sums::F64(v) => v.resize(groups, 0.0),
+                Sums::Extremes { lo, hi } => {
+                    lo.resize(groups, i64::MAX);
+                    hi.resize(groups, i64::MIN);
+                }
+            }
         }
     }
 
@@ -164,15 +193,96 @@ impl GroupedStates {
                             .map(|&g| some(g).then(|| s[g] / counts[g] as f64)),
                     )));
                 }
+                // A group with no value has a null count, as DataFusion's own partial
+                // state does: its final `avg` takes a group with any non-null state as
+                // seen, and a count of 0 would give 0 / 0 = NaN instead of NULL.
                 (AggKind::Avg, _) => {
-                    cols.push(Arc::new(UInt64Array::from_iter_values(
-                        groups.iter().map(|&g| counts[g]),
+                    cols.push(Arc::new(UInt64Array::from_iter(
+                        groups.iter().map(|&g| some(g).then_some(counts[g])),
                     )));
                     cols.push(sum());
                 }
             }
         }
         Ok(RecordBatch::try_new(Arc::clone(schema), cols)?)
+    }
+}
+
+/// The grouped aggregation of one partition: its rows' groups ([`GroupKeys`]) and their
+/// states, folded piece by piece. With a `flush` limit (partial states only: the final
+/// aggregation merges rows of one key), the groups of texts past it are output as they
+/// are and counted afresh, so that a column of many distinct texts does not hold them
+/// all.
+pub struct GroupedFold<'a> {
+    group: Group,
+    keys: GroupKeys,
+    states: GroupedStates,
+    aggs: &'a [FusedAggregate],
+    output: super::Output,
+    schema: &'a SchemaRef,
+    flush: Option<usize>,
+    flushed: Vec<RecordBatch>,
+}
+
+impl<'a> GroupedFold<'a> {
+    /// The fold of `aggs` grouped by `group`, producing `output` in `schema` (the key
+    /// first).
+    pub fn new(
+        group: Group,
+        aggs: &'a [FusedAggregate],
+        output: super::Output,
+        schema: &'a SchemaRef,
+        flush: Option<usize>,
+    ) -> Self {
+        let keys = GroupKeys::new(group.keys.clone(), group.bound);
+        let states = GroupedStates::new(aggs, keys.groups());
+        let flush = flush.filter(|_| matches!(group.keys, KeyKind::Utf32Records { .. }));
+        GroupedFold {
+            group,
+            keys,
+            states,
+            aggs,
+            output,
+            schema,
+            flush,
+            flushed: Vec::new(),
+        }
+    }
+
+    /// Folds `batch` in.
+    ///
+    /// # Errors
+    /// A key column not of the grouping's kind ([`GroupKeys::map`]).
+    pub fn add(&mut self, batch: &RecordBatch) -> Result<()> {
+        let col = batch.column(self.group.column);
+        self.keys.map(col)?;
+        self.states.grow(self.keys.groups());
+        self.states.add_batch(batch, self.keys.of(col), self.aggs)?;
+        if self.flush.is_some_and(|limit| self.states.len() > limit) {
+            let out = self.output_states()?;
+            self.flushed.push(out);
+            self.keys.reset();
+            self.states = GroupedStates::new(self.aggs, self.keys.groups());
+        }
+        Ok(())
+    }
+
+    /// The output rows: those flushed, then the groups held.
+    ///
+    /// # Errors
+    /// Building the key column ([`GroupKeys::column`]) or the batch.
+    pub fn finish(mut self) -> Result<RecordBatch> {
+        let last = self.output_states()?;
+        self.flushed.push(last);
+        Ok(arrow::compute::concat_batches(self.schema, &self.flushed)?)
+    }
+
+    fn output_states(&self) -> Result<RecordBatch> {
+        let key_type = self.schema.field(0).data_type();
+        self.states
+            .output(self.schema, self.aggs, self.output, |g| {
+                self.keys.column(g, key_type)
+            })
     }
 }
 
@@ -389,5 +499,83 @@ mod tests {
                 .add_batch(&bad, &[5], &count)
                 .is_err()
         );
+    }
+
+    /// `U<n>` keys folded with a flush limit of 2 groups: partial rows are output as the
+    /// limit passes, and merged per key they give each key's rows and sum; without a
+    /// limit, one row per key.
+    #[test]
+    fn text_groups_flush_past_their_limit() {
+        use crate::array::dtype::{DType, Endian};
+        use arrow::array::{AsArray, FixedSizeBinaryArray};
+        use std::collections::BTreeMap;
+        let words = ["b", "a", "c", "a", "d", "b", "a", "e", "c"];
+        let record = |w: &str| -> Vec<u8> {
+            let mut r: Vec<u8> = w.chars().flat_map(|c| (c as u32).to_le_bytes()).collect();
+            r.resize(8, 0);
+            r
+        };
+        let schema_in = Arc::new(Schema::new(vec![
+            Field::new("w", DataType::FixedSizeBinary(8), true),
+            Field::new("v", DataType::Int64, false),
+        ]));
+        let batch = |from: usize, to: usize| {
+            let bytes: Vec<u8> = words[from..to].iter().flat_map(|w| record(w)).collect();
+            RecordBatch::try_new(
+                Arc::clone(&schema_in),
+                vec![
+                    Arc::new(FixedSizeBinaryArray::try_new(8, bytes.into(), None).unwrap()),
+                    Arc::new(Int64Array::from_iter_values((from..to).map(|i| i as i64))),
+                ],
+            )
+            .unwrap()
+        };
+        let aggs = [
+            agg(AggKind::Count, None, None),
+            agg(AggKind::Sum, Some(1), Some(SumType::I64)),
+        ];
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("w", DataType::Utf8, true),
+            Field::new("rows", DataType::Int64, false),
+            Field::new("sum", DataType::Int64, true),
+        ]));
+        let group = Group {
+            column: 0,
+            bound: 0,
+            keys: KeyKind::Utf32Records {
+                dtype: DType::Unicode {
+                    chars: 2,
+                    endian: Endian::Little,
+                },
+                null_text: None,
+            },
+        };
+        let mut want: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+        for (i, w) in words.iter().enumerate() {
+            let e = want.entry(w.to_string()).or_default();
+            e.0 += 1;
+            e.1 += i as i64;
+        }
+        for (flush, output) in [(Some(2), Output::PartialState), (None, Output::Final)] {
+            let mut fold = GroupedFold::new(group.clone(), &aggs, output, &schema, flush);
+            for (from, to) in [(0, 4), (4, 5), (5, 9)] {
+                fold.add(&batch(from, to)).unwrap();
+            }
+            let out = fold.finish().unwrap();
+            let mut got: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+            for r in 0..out.num_rows() {
+                let w = out.column(0).as_string::<i32>().value(r).to_string();
+                let e = got.entry(w).or_default();
+                e.0 += out.column(1).as_primitive::<Int64Type>().value(r);
+                e.1 += out.column(2).as_primitive::<Int64Type>().value(r);
+            }
+            assert_eq!(got, want, "{flush:?}");
+            let rows = out.num_rows();
+            assert!(if flush.is_some() {
+                rows > want.len()
+            } else {
+                rows == want.len()
+            });
+        }
     }
 }

@@ -2,25 +2,93 @@
 //! their keys back: an array coordinate is its own group; a dictionary column's row is
 //! in the group of its code. Both keys lie in a range known when the plan is made (the
 //! array's shape, the dictionary's length), so the states stay dense (`grouped.rs`).
+//! A table's `U<n>` column arrives as its stored UTF-32 records: each distinct record
+//! is numbered in a hash table (`records.rs`) and converted to text once, and its group
+//! is that of its text (records that convert alike, such as two invalid units that both
+//! become U+FFFD, share one); the groups, dense in the order first seen, grow with them.
 //!
 //! Dictionary codes: python-blosc2 writes each distinct value once, but a dictionary
 //! that repeats a value must still give it one group (a one-partition plan's output is
 //! final), so each code's group is the first code of its value. Null rows (the null
 //! code, or a null dictionary value) share one group after the codes, keyed NULL.
+//! `U<n>` records: null rows (a mask sidecar's, or those whose text is the column's
+//! sentinel) are group 0, keyed NULL.
 
-use arrow::array::{Array, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Array};
+use super::records::RecordTable;
+use crate::array::dtype::DType;
+use crate::arrow_reader::convert::to_arrow;
+use arrow::array::{
+    Array, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Array, StringArray,
+};
 use arrow::datatypes::{DataType, Int32Type, Int64Type};
 use datafusion::error::{DataFusionError, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What a grouped fused node groups by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum KeyKind {
     /// An array coordinate: `Int64` in `0..bound`, never null.
     Coordinate,
     /// The int32 codes of a dictionary column of `bound` values.
     DictionaryCodes,
+    /// A table's `U<n>` column as its stored records (`FixedSizeBinary`), of `dtype`;
+    /// rows whose text is `null_text` are null.
+    Utf32Records {
+        /// The column's `U<n>` dtype (its width and byte order).
+        dtype: DType,
+        /// The column's null sentinel, if it has one.
+        null_text: Option<String>,
+    },
+}
+
+/// The groups of a `U<n>` column's records.
+#[derive(Debug)]
+struct TextGroups {
+    /// The distinct records seen.
+    records: RecordTable,
+    /// Each record's group.
+    record_group: Vec<i64>,
+    /// Each text's group.
+    text_group: HashMap<String, i64>,
+    /// The text of groups `1..`.
+    texts: Vec<String>,
+}
+
+impl TextGroups {
+    fn new(width: usize) -> Self {
+        TextGroups {
+            records: RecordTable::new(width),
+            record_group: Vec::new(),
+            text_group: HashMap::new(),
+            texts: Vec::new(),
+        }
+    }
+
+    /// The group of `record`, a new record's text converted as the scan converts it.
+    #[inline]
+    fn group(&mut self, record: &[u8], dtype: &DType, null_text: Option<&str>) -> i64 {
+        let (e, new) = self.records.entry(record);
+        if new {
+            let text = to_arrow(dtype, record, 1, record.len(), 0);
+            let text = text.as_string::<i32>().value(0);
+            let g = if null_text == Some(text) {
+                0
+            } else {
+                match self.text_group.get(text) {
+                    Some(&g) => g,
+                    None => {
+                        self.texts.push(text.to_string());
+                        let g = self.texts.len() as i64;
+                        self.text_group.insert(text.to_string(), g);
+                        g
+                    }
+                }
+            };
+            self.record_group.push(g);
+        }
+        self.record_group[e]
+    }
 }
 
 /// The groups of the rows of one partition's batches, by [`KeyKind`].
@@ -33,6 +101,8 @@ pub struct GroupKeys {
     values: Option<ArrayRef>,
     /// Dictionary codes: each code's group.
     code_groups: Vec<i64>,
+    /// `U<n>` records: their groups.
+    text: Option<TextGroups>,
     /// The groups of the current batch's rows, when they are not its column's values.
     buf: Vec<i64>,
 }
@@ -40,37 +110,60 @@ pub struct GroupKeys {
 impl GroupKeys {
     /// Keys of `kind` below `bound`.
     pub fn new(kind: KeyKind, bound: usize) -> Self {
+        let text = match &kind {
+            KeyKind::Utf32Records { dtype, .. } => Some(TextGroups::new(dtype.itemsize())),
+            _ => None,
+        };
         GroupKeys {
             kind,
             bound,
             values: None,
             code_groups: Vec::new(),
+            text,
             buf: Vec::new(),
         }
     }
 
-    /// How many groups the states need: the bound, and a null group after the codes.
+    /// How many groups the states need: the bound, and a null group after the codes;
+    /// for `U<n>` records, the null group and one per distinct text so far.
     pub fn groups(&self) -> usize {
-        match self.kind {
-            KeyKind::Coordinate => self.bound,
-            KeyKind::DictionaryCodes => self.bound + 1,
+        match (&self.kind, &self.text) {
+            (KeyKind::Coordinate, _) => self.bound,
+            (KeyKind::DictionaryCodes, _) => self.bound + 1,
+            (KeyKind::Utf32Records { .. }, t) => 1 + t.as_ref().map_or(0, |t| t.texts.len()),
         }
     }
 
-    /// The group of each row of key column `col`.
+    /// Finds the group of each row of key column `col` ([`GroupKeys::of`] then gives
+    /// them), adding the groups of texts not seen before ([`GroupKeys::groups`]).
     ///
     /// # Errors
     /// A column that is not the kind's (the rule admits only the kind's columns), or a
     /// dictionary other than the first batch's or of another length than planned.
-    pub fn of<'a>(&'a mut self, col: &'a ArrayRef) -> Result<&'a [i64]> {
+    pub fn map(&mut self, col: &ArrayRef) -> Result<()> {
         let wrong = |what: &str| {
             DataFusionError::Internal(format!("grouped Blosc2 aggregate: the key {what}"))
         };
-        match self.kind {
+        match &self.kind {
             KeyKind::Coordinate => match col.as_primitive_opt::<Int64Type>() {
-                Some(k) if k.null_count() == 0 => Ok(k.values()),
+                Some(k) if k.null_count() == 0 => Ok(()),
                 _ => Err(wrong("is not a coordinate")),
             },
+            KeyKind::Utf32Records { dtype, null_text } => {
+                let records = col
+                    .as_fixed_size_binary_opt()
+                    .filter(|r| r.value_length() as usize == dtype.itemsize())
+                    .ok_or_else(|| wrong("is not records of its width"))?;
+                let text = self.text.as_mut().expect("made with the kind");
+                let null_text = null_text.as_deref();
+                self.buf.clear();
+                let nulls = records.nulls().filter(|n| n.null_count() > 0);
+                self.buf.extend((0..records.len()).map(|i| match nulls {
+                    Some(n) if n.is_null(i) => 0,
+                    _ => text.group(records.value(i), dtype, null_text),
+                }));
+                Ok(())
+            }
             KeyKind::DictionaryCodes => {
                 let d = col
                     .as_dictionary_opt::<Int32Type>()
@@ -102,9 +195,23 @@ impl GroupKeys {
                             .map(|&c| groups.get(c as usize).copied().unwrap_or(i64::MAX)),
                     ),
                 }
-                Ok(&self.buf)
+                Ok(())
             }
         }
+    }
+
+    /// The groups of the rows of `col`, which [`GroupKeys::map`] took last.
+    pub fn of<'a>(&'a self, col: &'a ArrayRef) -> &'a [i64] {
+        match (&self.kind, col.as_primitive_opt::<Int64Type>()) {
+            (KeyKind::Coordinate, Some(k)) => k.values(),
+            _ => &self.buf,
+        }
+    }
+
+    /// Forgets every group seen (the states of their groups were output): what
+    /// [`GroupKeys::new`] made.
+    pub fn reset(&mut self) {
+        *self = GroupKeys::new(self.kind.clone(), self.bound);
     }
 
     /// The key column of `groups` (ascending), in type `key_type` (the output schema's).
@@ -112,10 +219,18 @@ impl GroupKeys {
     /// # Errors
     /// A type the keys cannot be cast to.
     pub fn column(&self, groups: &[usize], key_type: &DataType) -> Result<ArrayRef> {
-        let keys: ArrayRef = match (self.kind, &self.values) {
+        let keys: ArrayRef = match (&self.kind, &self.values) {
             (KeyKind::Coordinate, _) => Arc::new(Int64Array::from_iter_values(
                 groups.iter().map(|&g| g as i64),
             )),
+            (KeyKind::Utf32Records { .. }, _) => {
+                let texts = self.text.as_ref().map_or(&[][..], |t| &t.texts);
+                Arc::new(StringArray::from_iter(
+                    groups
+                        .iter()
+                        .map(|&g| g.checked_sub(1).and_then(|g| texts.get(g))),
+                ))
+            }
             // No batch: no group.
             (KeyKind::DictionaryCodes, None) => arrow::array::new_empty_array(key_type),
             (KeyKind::DictionaryCodes, Some(values)) => {
@@ -157,7 +272,14 @@ fn code_groups(values: &ArrayRef) -> Result<Vec<i64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::StringArray;
+    use arrow::array::FixedSizeBinaryArray;
+    use arrow::buffer::NullBuffer;
+
+    /// `map` then `of`, or `map`'s error.
+    fn groups(keys: &mut GroupKeys, col: &ArrayRef) -> Result<Vec<i64>> {
+        keys.map(col)?;
+        Ok(keys.of(col).to_vec())
+    }
 
     /// Codes of a dictionary that repeats a value and holds a null, null codes, and a
     /// second batch sharing the dictionary: groups, then keys back as text.
@@ -178,21 +300,17 @@ mod tests {
         let mut keys = GroupKeys::new(KeyKind::DictionaryCodes, 4);
         assert_eq!(keys.groups(), 5);
         let first = batch(vec![Some(0), Some(1), Some(2), None, Some(3)]);
-        assert_eq!(keys.of(&first).unwrap(), &[0, 1, 0, 4, 4]);
+        assert_eq!(groups(&mut keys, &first).unwrap(), [0, 1, 0, 4, 4]);
         let second = batch(vec![Some(2), Some(1)]);
-        assert_eq!(keys.of(&second).unwrap(), &[0, 1]);
+        assert_eq!(groups(&mut keys, &second).unwrap(), [0, 1]);
         let text = keys.column(&[0, 1, 4], &DataType::Utf8).unwrap();
         let text = text.as_string::<i32>();
         assert_eq!(
             (text.value(0), text.value(1), text.is_null(2)),
             ("a", "b", true)
         );
-        let dict = keys
-            .column(
-                &[1, 4],
-                &DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
-            )
-            .unwrap();
+        let dict_type = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        let dict = keys.column(&[1, 4], &dict_type).unwrap();
         let dict = dict.as_dictionary::<Int32Type>();
         assert_eq!(dict.keys(), &Int32Array::from(vec![Some(1), None]));
         // Another dictionary, or another length than planned, is refused.
@@ -203,17 +321,75 @@ mod tests {
             )
             .unwrap(),
         );
-        assert!(keys.of(&other).is_err());
-        assert!(
-            GroupKeys::new(KeyKind::DictionaryCodes, 3)
-                .of(&first)
-                .is_err()
-        );
+        assert!(groups(&mut keys, &other).is_err());
+        assert!(groups(&mut GroupKeys::new(KeyKind::DictionaryCodes, 3), &first).is_err());
         // Coordinates are their own groups; nulls are refused.
         let mut coords = GroupKeys::new(KeyKind::Coordinate, 9);
         let c: ArrayRef = Arc::new(Int64Array::from(vec![3, 8]));
-        assert_eq!(coords.of(&c).unwrap(), &[3, 8]);
+        assert_eq!(groups(&mut coords, &c).unwrap(), [3, 8]);
         let c: ArrayRef = Arc::new(Int64Array::from(vec![Some(3), None]));
-        assert!(coords.of(&c).is_err());
+        assert!(groups(&mut coords, &c).is_err());
+    }
+
+    /// `<U3` records, little- and big-endian: trailing NULs dropped, two different
+    /// invalid units (both U+FFFD as text) in one group, the sentinel's text and masked
+    /// rows in the null group, a text seen again in a second batch; after `reset`, the
+    /// numbering starts afresh.
+    #[test]
+    fn utf32_records_group_by_their_text() {
+        for endian in [
+            crate::array::dtype::Endian::Little,
+            crate::array::dtype::Endian::Big,
+        ] {
+            let dtype = DType::Unicode { chars: 3, endian };
+            let record = |units: [u32; 3]| -> Vec<u8> {
+                units
+                    .iter()
+                    .flat_map(|&u| match endian {
+                        crate::array::dtype::Endian::Big => u.to_be_bytes(),
+                        _ => u.to_le_bytes(),
+                    })
+                    .collect()
+            };
+            let rows = [
+                [0x61, 0x62, 0],    // "ab"
+                [0x61, 0x62, 0],    // "ab"
+                [0xD800, 0, 0],     // U+FFFD
+                [0x110000, 0, 0],   // U+FFFD
+                [0x4E, 0x41, 0],    // "NA": the sentinel
+                [0x65E5, 0, 0],     // "日"
+                [0x61, 0, 0x62],    // "a\0b"
+                [0x61, 0x62, 0x63], // "abc", masked
+            ];
+            let bytes: Vec<u8> = rows.iter().flat_map(|&r| record(r)).collect();
+            let mask = NullBuffer::from(vec![true, true, true, true, true, true, true, false]);
+            let col: ArrayRef =
+                Arc::new(FixedSizeBinaryArray::try_new(12, bytes.into(), Some(mask)).unwrap());
+            let kind = KeyKind::Utf32Records {
+                dtype: dtype.clone(),
+                null_text: Some("NA".into()),
+            };
+            let mut keys = GroupKeys::new(kind, 0);
+            assert_eq!(keys.groups(), 1);
+            assert_eq!(groups(&mut keys, &col).unwrap(), [1, 1, 2, 2, 0, 3, 4, 0]);
+            assert_eq!(keys.groups(), 5);
+            let again: ArrayRef = Arc::new(
+                FixedSizeBinaryArray::try_new(12, record([0x65E5, 0, 0]).into(), None).unwrap(),
+            );
+            assert_eq!(groups(&mut keys, &again).unwrap(), [3]);
+            let text = keys.column(&[0, 1, 2, 3, 4], &DataType::Utf8).unwrap();
+            let text: Vec<Option<&str>> = text.as_string::<i32>().iter().collect();
+            assert_eq!(
+                text,
+                [None, Some("ab"), Some("\u{FFFD}"), Some("日"), Some("a\0b")]
+            );
+            keys.reset();
+            assert_eq!(keys.groups(), 1);
+            assert_eq!(groups(&mut keys, &again).unwrap(), [1]);
+            // Records of another width are refused.
+            let narrow: ArrayRef =
+                Arc::new(FixedSizeBinaryArray::try_new(8, vec![0u8; 8].into(), None).unwrap());
+            assert!(groups(&mut keys, &narrow).is_err());
+        }
     }
 }

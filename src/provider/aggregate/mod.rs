@@ -26,6 +26,7 @@ pub(crate) mod extremes;
 mod fold;
 mod grouped;
 mod keys;
+mod records;
 
 use super::exec::Blosc2Exec;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
@@ -53,8 +54,8 @@ use datafusion::physical_plan::{
 pub use fold::{AggKind, SumType};
 use fold::{AggState, Sum};
 use futures::StreamExt;
-use grouped::GroupedStates;
-use keys::{GroupKeys, KeyKind};
+use grouped::GroupedFold;
+use keys::KeyKind;
 use std::fmt;
 use std::sync::Arc;
 
@@ -159,36 +160,25 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     }
     let schema = agg.schema();
     let key_type = group_column.map(|c| scan_schema.field(c).data_type().clone());
-    let key_kind = match &key_type {
-        Some(DataType::Dictionary(k, _)) if **k == DataType::Int32 => {
-            Some(KeyKind::DictionaryCodes)
-        }
-        Some(_) => Some(KeyKind::Coordinate),
-        None => None,
-    };
-    let types = key_type.into_iter().chain(output_types(&aggs, output));
+    let types = key_type
+        .clone()
+        .into_iter()
+        .chain(output_types(&aggs, output));
     if !types.eq(schema.fields().iter().map(|f| f.data_type().clone())) {
         return None;
     }
-    // Each scan's bound on the key: the coordinate's exact range in its statistics, the
-    // length of the column's dictionary.
-    let groups: Vec<Option<Group>> = match (group_column, key_kind) {
-        (Some(c), Some(keys)) => scans
-            .iter()
-            .map(|s| {
-                let bound = match keys {
-                    KeyKind::Coordinate => coordinate_bound(s, c),
-                    KeyKind::DictionaryCodes => dictionary_bound(s, c),
-                };
-                bound.map(|bound| {
-                    Some(Group {
-                        column: c,
-                        bound,
-                        keys,
-                    })
-                })
-            })
-            .collect::<Option<_>>()?,
+    // Each scan's grouping: by a coordinate (bound by its exact range in the scan's
+    // statistics), a dictionary column's codes (bound by the dictionary's length) or a
+    // `U<n>` column's records (no aggregate reading it: they would see records whose
+    // sentinel was not applied).
+    let groups: Vec<Option<Group>> = match (group_column, &key_type) {
+        (Some(c), Some(t)) => {
+            let key_read = aggs.iter().any(|a| a.column == Some(c));
+            scans
+                .iter()
+                .map(|s| group_of(s, c, t, key_read).map(Some))
+                .collect::<Option<_>>()?
+        }
         _ => scans.iter().map(|_| None).collect(),
     };
     // Columns only counted: read for their nulls alone.
@@ -206,7 +196,15 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     // unit lists).
     let scans: Vec<_> = scans
         .into_iter()
-        .map(|s| unit_batch_scan(s, &counted_only))
+        .zip(&groups)
+        .map(|(s, g)| {
+            let raw: Vec<usize> = g
+                .iter()
+                .filter(|g| matches!(g.keys, KeyKind::Utf32Records { .. }))
+                .map(|g| g.column)
+                .collect();
+            unit_batch_scan(s, &counted_only, &raw)
+        })
         .collect::<Option<_>>()?;
     let fused = |(s, group): (Arc<dyn ExecutionPlan>, Option<Group>)| -> Arc<dyn ExecutionPlan> {
         let aggs = aggs.clone();
@@ -228,12 +226,18 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
 /// The most groups a fused node keeps (dense states: 24 bytes per group and aggregate).
 const MAX_GROUPS: u64 = 1 << 20;
 
-/// The grouping of a fused node: by scan column `column`, whose keys lie in `0..bound`.
-#[derive(Debug, Clone, Copy)]
+/// The most groups of texts a fused node computing partial states keeps: past them, it
+/// outputs the states it has and starts afresh (DataFusion's final aggregation merges
+/// the rows of one key). A one-partition node, which outputs final values, keeps all.
+const MAX_TEXT_GROUPS: usize = 1 << 20;
+
+/// The grouping of a fused node: by scan column `column`, whose keys lie in `0..bound`
+/// (coordinates, dictionary codes; texts are numbered as they come).
+#[derive(Debug, Clone)]
 pub struct Group {
     /// The key column of the scan.
     pub column: usize,
-    /// One past the largest key (coordinate or dictionary code).
+    /// One past the largest key (coordinate or dictionary code; 0 for texts).
     pub bound: usize,
     /// What the key column holds.
     pub keys: KeyKind,
@@ -259,16 +263,39 @@ fn coordinate_bound(scan: &Arc<dyn ExecutionPlan>, c: usize) -> Option<usize> {
     }
 }
 
-/// The length of the dictionary of scan column `c`, when the scan is a `Blosc2Exec` (alone
-/// or in a `CooperativeExec`) and `c` a CTable dictionary column of fewer than
-/// [`MAX_GROUPS`] values.
-fn dictionary_bound(scan: &Arc<dyn ExecutionPlan>, c: usize) -> Option<usize> {
-    let scan = match scan.downcast_ref::<CooperativeExec>() {
-        Some(coop) => coop.input(),
-        None => scan,
+/// The grouping of `scan` by its column `c`, of type `t`, if the fused node can group by
+/// it: an array coordinate, a CTable dictionary column of fewer than [`MAX_GROUPS`]
+/// values, or a table's `U<n>` column that no aggregate reads (`key_read`).
+fn group_of(
+    scan: &Arc<dyn ExecutionPlan>,
+    c: usize,
+    t: &DataType,
+    key_read: bool,
+) -> Option<Group> {
+    let exec = || {
+        let s = match scan.downcast_ref::<CooperativeExec>() {
+            Some(coop) => coop.input(),
+            None => scan,
+        };
+        s.downcast_ref::<Blosc2Exec>()
     };
-    let n = scan.downcast_ref::<Blosc2Exec>()?.dictionary_len(c)?;
-    ((n as u64) < MAX_GROUPS).then_some(n)
+    let (keys, bound) = match t {
+        DataType::Dictionary(k, _) if **k == DataType::Int32 => {
+            let n = exec()?.dictionary_len(c)?;
+            ((n as u64) < MAX_GROUPS).then_some((KeyKind::DictionaryCodes, n))?
+        }
+        DataType::Int64 => (KeyKind::Coordinate, coordinate_bound(scan, c)?),
+        DataType::Utf8 if !key_read => {
+            let (dtype, null_text) = exec()?.utf32_column(c)?;
+            (KeyKind::Utf32Records { dtype, null_text }, 0)
+        }
+        _ => return None,
+    };
+    Some(Group {
+        column: c,
+        bound,
+        keys,
+    })
 }
 
 /// `a` as a fused aggregate over a scan of `scan_schema` (below `projection`, if any), if
@@ -342,18 +369,23 @@ fn has_mapped_zones(plan: &Arc<dyn ExecutionPlan>) -> bool {
 
 /// `plan` if it is a `Blosc2Exec`, alone or in the `CooperativeExec` DataFusion may wrap
 /// it in (which stays), rebuilt to yield whole scan units
-/// ([`Blosc2Exec::with_unit_batches`]) and to read the columns at `counted_only` for
-/// their nulls alone ([`Blosc2Exec::with_validity_only`]); `None` for anything else.
+/// ([`Blosc2Exec::with_unit_batches`]), to read the columns at `counted_only` for
+/// their nulls alone ([`Blosc2Exec::with_validity_only`]) and those at `raw` as their
+/// stored records ([`Blosc2Exec::with_raw_records`]); `None` for anything else.
 fn unit_batch_scan(
     plan: &Arc<dyn ExecutionPlan>,
     counted_only: &[usize],
+    raw: &[usize],
 ) -> Option<Arc<dyn ExecutionPlan>> {
     let unit_batches = |p: &Arc<dyn ExecutionPlan>| -> Option<Arc<dyn ExecutionPlan>> {
-        Some(Arc::new(
-            p.downcast_ref::<Blosc2Exec>()?
-                .with_unit_batches()
-                .with_validity_only(counted_only),
-        ))
+        let mut scan = p
+            .downcast_ref::<Blosc2Exec>()?
+            .with_unit_batches()
+            .with_validity_only(counted_only);
+        if !raw.is_empty() {
+            scan = scan.with_raw_records(raw);
+        }
+        Some(Arc::new(scan))
     };
     match plan.downcast_ref::<CooperativeExec>() {
         Some(c) => Arc::clone(plan)
@@ -511,7 +543,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
         Ok(Arc::new(Self::new(
             input,
             self.aggs.clone(),
-            self.group,
+            self.group.clone(),
             self.output,
             Arc::clone(&self.schema),
         )))
@@ -527,20 +559,19 @@ impl ExecutionPlan for Blosc2AggregateExec {
         let output = self.output;
         let schema = Arc::clone(&self.schema);
         let baseline = BaselineMetrics::new(&self.metrics, partition);
-        if let Some(group) = self.group {
+        if let Some(group) = self.group.clone() {
             let out = futures::stream::once(async move {
-                let mut keys = GroupKeys::new(group.keys, group.bound);
-                let mut states = GroupedStates::new(&aggs, keys.groups());
+                // Partial states output early, when the groups of texts grow too many.
+                let flush = (output == Output::PartialState).then_some(MAX_TEXT_GROUPS);
+                let mut fold = GroupedFold::new(group, &aggs, output, &schema, flush);
                 while let Some(batch) = input.next().await {
                     let batch = batch?;
                     let _t = baseline.elapsed_compute().timer();
                     for piece in cache_sized(&batch) {
-                        let groups = keys.of(piece.column(group.column))?;
-                        states.add_batch(&piece, groups, &aggs)?;
+                        fold.add(&piece)?;
                     }
                 }
-                let key_type = schema.field(0).data_type().clone();
-                let batch = states.output(&schema, &aggs, output, |g| keys.column(g, &key_type))?;
+                let batch = fold.finish()?;
                 baseline.record_output(batch.num_rows());
                 baseline.done();
                 Ok(batch)
