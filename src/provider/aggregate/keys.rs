@@ -158,9 +158,12 @@ impl GroupKeys {
                 let null_text = null_text.as_deref();
                 self.buf.clear();
                 let nulls = records.nulls().filter(|n| n.null_count() > 0);
-                self.buf.extend((0..records.len()).map(|i| match nulls {
+                let width = dtype.itemsize();
+                let data = &records.value_data()[..records.len() * width];
+                let rows = data.chunks_exact(width).enumerate();
+                self.buf.extend(rows.map(|(i, r)| match nulls {
                     Some(n) if n.is_null(i) => 0,
-                    _ => text.group(records.value(i), dtype, null_text),
+                    _ => text.group(r, dtype, null_text),
                 }));
                 Ok(())
             }
@@ -383,6 +386,9 @@ mod tests {
                 text,
                 [None, Some("ab"), Some("\u{FFFD}"), Some("日"), Some("a\0b")]
             );
+            // A slice of the column (the fused node folds slices of each unit's batch).
+            let sliced = col.slice(2, 5);
+            assert_eq!(groups(&mut keys, &sliced).unwrap(), [2, 2, 0, 3, 4]);
             keys.reset();
             assert_eq!(keys.groups(), 1);
             assert_eq!(groups(&mut keys, &again).unwrap(), [1]);

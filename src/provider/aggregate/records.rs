@@ -5,9 +5,12 @@
 //! its bytes, where the usual path converts every value to UTF-8 and then hashes the
 //! strings (DataFusion's `GROUP BY`).
 //!
-//! Open addressing with linear probing over a power-of-two slot array at most half full;
-//! each slot holds an entry number (+1, 0 empty), each entry its hash and, in one flat
-//! vector, its record.
+//! Open addressing with linear probing over a power-of-two slot array at most a quarter
+//! full; each slot holds a tag of its entry's hash and the entry number (+1, 0 empty),
+//! each entry its hash and, in one flat vector, its record. The hash folds each 16-byte piece through one 128-bit product
+//! (the multiplications of one record are independent, so they overlap), and records
+//! are compared in place: a chained 64-bit mix per word and a C `memcmp` per row took
+//! about 24 ns per `<U12` row.
 
 /// Distinct records of one width, numbered `0..len()` in the order first seen.
 #[derive(Debug)]
@@ -17,12 +20,23 @@ pub struct RecordTable {
     records: Vec<u8>,
     /// Entry `e`'s hash.
     hashes: Vec<u64>,
-    /// Entry number + 1 per slot; 0 for an empty slot.
-    slots: Vec<u32>,
+    /// Per slot: 0 when empty, else the high half of its entry's hash (a tag compared
+    /// before the record) over the entry number + 1.
+    slots: Vec<u64>,
 }
 
 /// Multiplier of the word mixing (the 64-bit golden ratio, odd).
 const K: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Slots per entry at least: a sparse table keeps most lookups to their first slot
+/// (2,000 names of 6–12 letters: 1.18 slots per lookup here, 1.5 at half full).
+const SLOTS_PER_ENTRY: usize = 4;
+
+/// The slot of an entry whose hash is `h`.
+#[inline(always)]
+fn slot(h: u64, e: usize) -> u64 {
+    (h & 0xffff_ffff_0000_0000) | (e as u64 + 1)
+}
 
 impl RecordTable {
     /// An empty table of records of `width` bytes.
@@ -48,17 +62,18 @@ impl RecordTable {
 
     /// The entry number of `record` (`width` bytes), and whether it is new: added as
     /// entry `len()` if it was not in the table.
+    #[inline]
     pub fn entry(&mut self, record: &[u8]) -> (usize, bool) {
         let h = hash(record);
         let mask = self.slots.len() - 1;
-        // The high bits, which the last multiplication mixed best.
-        let mut i = (h >> 40) as usize & mask;
+        let tag = h >> 32;
+        let mut i = h as usize & mask;
         loop {
             match self.slots[i] {
                 0 => break,
                 s => {
-                    let e = s as usize - 1;
-                    if self.hashes[e] == h && self.record(e) == record {
+                    let e = (s & 0xffff_ffff) as usize - 1;
+                    if s >> 32 == tag && same(self.record(e), record) {
                         return (e, false);
                     }
                 }
@@ -68,8 +83,8 @@ impl RecordTable {
         let e = self.hashes.len();
         self.hashes.push(h);
         self.records.extend_from_slice(record);
-        self.slots[i] = e as u32 + 1;
-        if 2 * self.hashes.len() > self.slots.len() {
+        self.slots[i] = slot(h, e);
+        if SLOTS_PER_ENTRY * self.hashes.len() > self.slots.len() {
             self.grow();
         }
         (e, true)
@@ -79,35 +94,87 @@ impl RecordTable {
     fn grow(&mut self) {
         let n = self.slots.len() * 2;
         let mask = n - 1;
-        let mut slots = vec![0u32; n];
+        let mut slots = vec![0u64; n];
         for (e, &h) in self.hashes.iter().enumerate() {
-            let mut i = (h >> 40) as usize & mask;
+            let mut i = h as usize & mask;
             while slots[i] != 0 {
                 i = (i + 1) & mask;
             }
-            slots[i] = e as u32 + 1;
+            slots[i] = slot(h, e);
         }
         self.slots = slots;
     }
 }
 
-/// A hash of `record`: its 8-byte words (and a last shorter piece) mixed in turn, then the
-/// whole once more.
+/// Per-position keys of the hash: each 16-byte piece of a record is mixed with its own
+/// pair (cycled every 8 pieces), so that pieces in another order hash apart.
+const SECRETS: [u64; 16] = [
+    0xa076_1d64_78bd_642f,
+    0xe703_7ed1_a0b4_28db,
+    0x8ebc_6af0_9c88_c6e3,
+    0x5899_65cc_7537_4cc3,
+    0x1d8e_4e27_c47d_124f,
+    0x9e37_79b9_7f4a_7c15,
+    0xbf58_476d_1ce4_e5b9,
+    0x94d0_49bb_1331_11eb,
+    0x2545_f491_4f6c_dd1d,
+    0xd6e8_feb8_6659_fd93,
+    0xff51_afd7_ed55_8ccd,
+    0xc4ce_b9fe_1a85_ec53,
+    0x87c3_7b91_1142_53d5,
+    0x4cf5_ad43_2745_937f,
+    0x6a09_e667_f3bc_c908,
+    0xbb67_ae85_84ca_a73b,
+];
+
+/// The 128-bit product of `a` and `b`, its halves folded.
+#[inline(always)]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// A hash of `record`: each 16-byte piece folded through one multiplication of its two
+/// words (independent of the others', so they run side by side), keyed by its position;
+/// a last shorter piece padded with zeros; the sum mixed once more.
 #[inline]
 fn hash(record: &[u8]) -> u64 {
-    let mut h = record.len() as u64;
-    let mut words = record.chunks_exact(8);
-    for w in &mut words {
-        let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
-        h = (h.rotate_left(23) ^ w).wrapping_mul(K);
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let mut h = (record.len() as u64).wrapping_mul(K);
+    let mut pieces = record.chunks_exact(16);
+    for (i, p) in (&mut pieces).enumerate() {
+        let k = 2 * (i % 8);
+        h = h.wrapping_add(fold_mul(
+            word(&p[..8]) ^ SECRETS[k],
+            word(&p[8..]) ^ SECRETS[k + 1],
+        ));
     }
-    let rest = words.remainder();
+    let rest = pieces.remainder();
     if !rest.is_empty() {
-        let mut last = [0u8; 8];
+        let mut last = [0u8; 16];
         last[..rest.len()].copy_from_slice(rest);
-        h = (h.rotate_left(23) ^ u64::from_le_bytes(last)).wrapping_mul(K);
+        h = h.wrapping_add(fold_mul(
+            word(&last[..8]) ^ K,
+            word(&last[8..]) ^ SECRETS[0],
+        ));
     }
-    (h ^ (h >> 29)).wrapping_mul(K)
+    fold_mul(h, K)
+}
+
+/// Whether records `a` and `b` (of one width) are equal: compared 8 bytes at a time in
+/// place, not through a call to the C library.
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().expect("8 bytes"));
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    // Differences gathered without a branch per word (a hit compares every word).
+    let mut diff = ca.zip(cb).fold(0u64, |d, (x, y)| d | (word(x) ^ word(y)));
+    diff |= ra
+        .iter()
+        .zip(rb)
+        .fold(0u64, |d, (x, y)| d | u64::from(x ^ y));
+    a.len() == b.len() && diff == 0
 }
 
 #[cfg(test)]
