@@ -446,21 +446,24 @@ impl DisplayAs for Blosc2Exec {
         if !text_columns.is_empty() {
             write!(f, ", text_match=[{}]", text_columns.join(", "))?;
         }
+        // The names of the columns among `cols` (full-schema indices) that `pick` keeps.
         let full = self.reader.full_schema();
-        let nulls_only: Vec<&str> = (self.reader.validity_only().iter())
-            .filter(|&&c| self.reader.reads_nulls_only(c))
-            .map(|&c| full.field(c).name().as_str())
-            .collect();
-        if !nulls_only.is_empty() {
-            write!(f, ", nulls_only=[{}]", nulls_only.join(", "))?;
-        }
-        let raw: Vec<&str> = (self.reader.projection().iter())
-            .filter(|&&c| self.reader.reads_raw(c))
-            .map(|&c| full.field(c).name().as_str())
-            .collect();
-        if !raw.is_empty() {
-            write!(f, ", raw_records=[{}]", raw.join(", "))?;
-        }
+        let mut list = |label: &str, cols: &[usize], pick: &dyn Fn(usize) -> bool| {
+            let names: Vec<&str> = (cols.iter().copied())
+                .filter(|&c| pick(c))
+                .map(|c| full.field(c).name().as_str())
+                .collect();
+            match names.is_empty() {
+                true => Ok(()),
+                false => write!(f, ", {label}=[{}]", names.join(", ")),
+            }
+        };
+        list("nulls_only", self.reader.validity_only(), &|c| {
+            self.reader.reads_nulls_only(c)
+        })?;
+        list("raw_records", self.reader.projection(), &|c| {
+            self.reader.reads_raw(c)
+        })?;
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
         }
