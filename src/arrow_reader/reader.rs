@@ -261,7 +261,9 @@ impl BatchReader {
             .filter(|&p| {
                 t.column(p).is_some_and(|c| {
                     matches!(&c.storage, ColumnStorage::Fixed(a)
-                        if a.geometry.ndim() == 1 && matches!(a.dtype, DType::Unicode { .. }))
+                        if a.geometry.ndim() == 1
+                            && matches!(a.dtype, DType::Unicode { .. })
+                            && i32::try_from(a.dtype.itemsize()).is_ok())
                 })
             })
             .collect();
@@ -269,7 +271,8 @@ impl BatchReader {
             .map(|(f, &p)| match self.raw_records.contains(&p) {
                 true => {
                     let width = t.column(p).map_or(0, |c| c.dtype().itemsize());
-                    Field::new(f.name(), DataType::FixedSizeBinary(width as i32), true)
+                    let width = i32::try_from(width).unwrap_or(0);
+                    Field::new(f.name(), DataType::FixedSizeBinary(width), true)
                 }
                 false => f.as_ref().clone(),
             })
