@@ -23,8 +23,8 @@
 //! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan once earlier scans mapped
 //! zones of the scan (its dynamic filter then skips units on them). Anything the rule
 //! does not recognise exactly (grouping by anything but one coordinate, dictionary
-//! column or `U<n>` column no aggregate reads, `DISTINCT`, `FILTER`, other functions, decimals, casts that are not widenings, a group limit)
-//! keeps DataFusion's plan.
+//! column or `U<n>` column no aggregate reads, `DISTINCT`, `FILTER`, other functions,
+//! decimals, casts that are not widenings, a group limit) keeps DataFusion's plan.
 
 pub(crate) mod extremes;
 mod fold;
@@ -127,8 +127,8 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         Some(p) => (p.input(), Some(p)),
         None => (agg.input(), None),
     };
-    // Grouping: none, or one scan column: an array coordinate (exact bounds below) or a
-    // dictionary column.
+    // Grouping: none, or one scan column: an array coordinate (exact bounds below), a
+    // dictionary column or a `U<n>` column.
     let group_column = match agg.group_expr() {
         g if g.is_empty() => None,
         g if g.is_single() && g.expr().len() == 1 => match resolve(&g.expr()[0].0, projection)? {

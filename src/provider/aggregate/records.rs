@@ -7,10 +7,13 @@
 //!
 //! Open addressing with linear probing over a power-of-two slot array at most a quarter
 //! full; each slot holds a tag of its entry's hash and the entry number (+1, 0 empty),
-//! each entry its hash and, in one flat vector, its record. The hash folds each 16-byte piece through one 128-bit product
-//! (the multiplications of one record are independent, so they overlap), and records
-//! are compared in place: a chained 64-bit mix per word and a C `memcmp` per row took
-//! about 24 ns per `<U12` row.
+//! each entry its hash and, in one flat vector, its record. The hash folds each 16-byte
+//! piece through one 128-bit product (the multiplications of one record are independent,
+//! so they overlap), and records are compared in place, without a call to the C
+//! library's `memcmp`: 19–20 ns per `<U12` row in cache on this project's VM, where a
+//! chained 64-bit mix per word, the hash compared from its own vector and `memcmp` took
+//! 24. (Looking up runs of rows in two passes, all hashes and first slots before any
+//! comparison, measured slower: 24–26 ns.)
 
 /// Distinct records of one width, numbered `0..len()` in the order first seen.
 #[derive(Debug)]
