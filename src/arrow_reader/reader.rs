@@ -18,7 +18,7 @@ use crate::array::batch_array::{ItemKind, VarValues};
 use crate::array::dtype::DType;
 use crate::array::geometry::odometer;
 use crate::array::ndarray::{NdArray, ReadStats};
-use crate::array::table::{ColumnData, ColumnStorage, NullRule, Table};
+use crate::array::table::{ColumnData, ColumnStorage, NullRule, Table, TableColumn};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::msgpack::MsgValue;
@@ -258,14 +258,7 @@ impl BatchReader {
         self.raw_records = cols
             .iter()
             .copied()
-            .filter(|&p| {
-                t.column(p).is_some_and(|c| {
-                    matches!(&c.storage, ColumnStorage::Fixed(a)
-                        if a.geometry.ndim() == 1
-                            && matches!(a.dtype, DType::Unicode { .. })
-                            && i32::try_from(a.dtype.itemsize()).is_ok())
-                })
-            })
+            .filter(|&p| t.column(p).and_then(raw_record_dtype).is_some())
             .collect();
         let fields: Vec<Field> = (self.schema.fields().iter().zip(&self.projection))
             .map(|(f, &p)| match self.raw_records.contains(&p) {
@@ -786,6 +779,21 @@ impl BatchReader {
             }
             _ => Ok(arr),
         }
+    }
+}
+
+/// The `U<n>` dtype of table column `c`, when [`BatchReader::with_raw_records`] can
+/// yield it as its stored records: 1-D, of a width Arrow's `FixedSizeBinary` holds.
+pub fn raw_record_dtype(c: &TableColumn) -> Option<&DType> {
+    match &c.storage {
+        ColumnStorage::Fixed(a)
+            if a.geometry.ndim() == 1
+                && matches!(a.dtype, DType::Unicode { .. })
+                && i32::try_from(a.dtype.itemsize()).is_ok() =>
+        {
+            Some(&a.dtype)
+        }
+        _ => None,
     }
 }
 

@@ -9,8 +9,8 @@ use super::work::{ExecutionUnits, UnitSource};
 use super::zone_maps::{ZoneMaps, ZoneRecorder};
 use crate::array::dtype::DType;
 use crate::array::ndarray::ReadStats;
-use crate::array::table::{ColumnStorage, NullRule};
-use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection};
+use crate::array::table::{ColumnStorage, NullRule, TableColumn};
+use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection, raw_record_dtype};
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
 use crate::dataset::Dataset;
@@ -99,6 +99,17 @@ impl Drop for ReleaseWhenDone {
             self.ds.release_kept_chunks();
         }
     }
+}
+
+/// The plan properties of a scan reading with `reader` in `partitioning`: its batches
+/// arrive as units are read, and end.
+fn properties(reader: &BatchReader, partitioning: Partitioning) -> Arc<PlanProperties> {
+    Arc::new(PlanProperties::new(
+        EquivalenceProperties::new(reader.schema()),
+        partitioning,
+        EmissionType::Incremental,
+        Boundedness::Bounded,
+    ))
 }
 
 /// Splits `units` into at most `n` contiguous groups of similar estimated cost
@@ -194,12 +205,7 @@ impl Blosc2Exec {
         } else {
             reader
         };
-        let props = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(reader.schema()),
-            Partitioning::UnknownPartitioning(partitions.len()),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
+        let props = properties(&reader, Partitioning::UnknownPartitioning(partitions.len()));
         Blosc2Exec {
             ds,
             projection,
@@ -234,12 +240,7 @@ impl Blosc2Exec {
             .flatten()
             .collect();
         self.partitions = vec![units];
-        self.props = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(self.reader.schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
+        self.props = properties(&self.reader, Partitioning::UnknownPartitioning(1));
         let big_chunks = matches!(&*self.ds, Dataset::Array(a) if a.chunks_worth_threads());
         if big_chunks {
             self.reader = self.reader.with_block_threads(threads);
@@ -266,15 +267,28 @@ impl Blosc2Exec {
         self
     }
 
+    /// The open table column behind output column `position`, if the scan reads a table.
+    fn table_column(&self, position: usize) -> Option<&TableColumn> {
+        let Dataset::Table(t) = &*self.ds else {
+            return None;
+        };
+        t.column(*self.reader.projection().get(position)?)
+    }
+
+    /// The full-schema indices of output columns `positions` (those that exist).
+    fn full_indices(&self, positions: &[usize]) -> Vec<usize> {
+        let projection = self.reader.projection();
+        positions
+            .iter()
+            .filter_map(|&i| projection.get(i).copied())
+            .collect()
+    }
+
     /// The number of values in the dictionary of output column `position`, when it is an
     /// open CTable dictionary column (its batches then carry the codes as they are
     /// stored, over that one dictionary).
     pub(crate) fn dictionary_len(&self, position: usize) -> Option<usize> {
-        let Dataset::Table(t) = &*self.ds else {
-            return None;
-        };
-        let full = *self.reader.projection().get(position)?;
-        match &t.column(full)?.storage {
+        match &self.table_column(position)?.storage {
             ColumnStorage::Dictionary { values, .. } => Some(values.len()),
             _ => None,
         }
@@ -284,23 +298,14 @@ impl Blosc2Exec {
     /// of output column `position`, when it is an open 1-D `U<n>` column of a table:
     /// one [`Blosc2Exec::with_raw_records`] can yield as stored.
     pub(crate) fn utf32_column(&self, position: usize) -> Option<(DType, Option<String>)> {
-        let Dataset::Table(t) = &*self.ds else {
-            return None;
-        };
-        let full = *self.reader.projection().get(position)?;
-        let c = t.column(full)?;
-        let ColumnStorage::Fixed(a) = &c.storage else {
-            return None;
-        };
-        if a.geometry.ndim() != 1 || !matches!(a.dtype, DType::Unicode { .. }) {
-            return None;
-        }
+        let c = self.table_column(position)?;
+        let dtype = raw_record_dtype(c)?;
         let sentinel = match &c.nulls {
             // A sentinel that is not text matches no text.
             NullRule::Sentinel(v) => v.as_str().map(String::from),
             _ => None,
         };
-        Some((a.dtype.clone(), sentinel))
+        Some((dtype.clone(), sentinel))
     }
 
     /// This scan yielding its output columns `positions` that are tables' `U<n>` columns
@@ -308,23 +313,14 @@ impl Blosc2Exec {
     /// a sentinel not applied), for a consumer of its own that groups them. Their zones
     /// are not mapped, and their statistics become unknown.
     pub(crate) fn with_raw_records(mut self, positions: &[usize]) -> Self {
-        let projection = self.reader.projection();
-        let cols: Vec<usize> = positions
-            .iter()
-            .filter_map(|&i| projection.get(i).copied())
-            .collect();
+        let cols = self.full_indices(positions);
         self.reader = self.reader.with_raw_records(&cols);
         for &c in &cols {
             if let Some(s) = self.stats.column_statistics.get_mut(c) {
                 *s = datafusion::common::ColumnStatistics::new_unknown();
             }
         }
-        self.props = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(self.reader.schema()),
-            self.props.partitioning.clone(),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
+        self.props = properties(&self.reader, self.props.partitioning.clone());
         self
     }
 
@@ -344,11 +340,7 @@ impl Blosc2Exec {
     /// ([`BatchReader::with_validity_only`]): for a consumer that only counts their
     /// non-null values. Their zones are not mapped (their values may be zeros).
     pub(crate) fn with_validity_only(mut self, positions: &[usize]) -> Self {
-        let projection = self.reader.projection();
-        let cols = positions
-            .iter()
-            .filter_map(|&i| projection.get(i).copied())
-            .collect();
+        let cols = self.full_indices(positions);
         self.reader = self.reader.with_validity_only(cols);
         self
     }

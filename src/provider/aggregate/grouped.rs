@@ -45,23 +45,25 @@ pub struct GroupedStates {
 impl GroupedStates {
     /// States for keys `0..bound`.
     pub fn new(aggs: &[FusedAggregate], bound: usize) -> Self {
-        GroupedStates {
-            rows: vec![0; bound],
-            counts: aggs.iter().map(|_| vec![0; bound]).collect(),
+        let mut states = GroupedStates {
+            rows: Vec::new(),
+            counts: aggs.iter().map(|_| Vec::new()).collect(),
             sums: aggs
                 .iter()
                 .map(|a| match (a.kind, a.sum_type) {
                     (AggKind::Min | AggKind::Max, _) => Sums::Extremes {
-                        lo: vec![i64::MAX; bound],
-                        hi: vec![i64::MIN; bound],
+                        lo: Vec::new(),
+                        hi: Vec::new(),
                     },
                     (AggKind::Count, _) | (_, None) => Sums::None,
-                    (_, Some(SumType::I64)) => Sums::I64(vec![0; bound]),
-                    (_, Some(SumType::U64)) => Sums::U64(vec![0; bound]),
-                    (_, Some(SumType::F64)) => Sums::F64(vec![0.0; bound]),
+                    (_, Some(SumType::I64)) => Sums::I64(Vec::new()),
+                    (_, Some(SumType::U64)) => Sums::U64(Vec::new()),
+                    (_, Some(SumType::F64)) => Sums::F64(Vec::new()),
                 })
                 .collect(),
-        }
+        };
+        states.grow(bound);
+        states
     }
 
     /// The number of groups the states hold.
@@ -69,7 +71,8 @@ impl GroupedStates {
         self.rows.len()
     }
 
-    /// Adds states for groups up to `groups` (no row yet).
+    /// Adds states for groups up to `groups`: no row yet, each state at its start (zero
+    /// sums, extremes that any value replaces).
     pub fn grow(&mut self, groups: usize) {
         if groups <= self.rows.len() {
             return;
