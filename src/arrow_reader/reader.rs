@@ -191,7 +191,7 @@ pub struct BatchReader {
     /// Columns (full-schema indices) whose consumer reads only which rows are null:
     /// see [`BatchReader::with_validity_only`].
     validity_only: Vec<usize>,
-    /// Table `U<n>` columns (full-schema indices) produced as their stored records:
+    /// Table text columns (full-schema indices) produced as their stored records:
     /// see [`BatchReader::with_raw_records`].
     raw_records: Vec<usize>,
 }
@@ -247,10 +247,12 @@ impl BatchReader {
     }
 
     /// A reader producing each column of `cols` (full-schema indices) that is a table's
-    /// open 1-D `U<n>` column as its stored records: `FixedSizeBinary(4n)` of the UTF-32
-    /// as stored (either byte order), a mask sidecar's nulls applied and a sentinel's not,
-    /// for a consumer that groups them before converting anything (the fused `GROUP
-    /// BY`). Other columns of `cols` are produced as usual.
+    /// open text column of a kind [`raw_text`] names as its stored records, for a
+    /// consumer that groups them before converting or checking anything (the fused
+    /// `GROUP BY`): a 1-D `U<n>` column as `FixedSizeBinary(4n)` of the UTF-32 as stored
+    /// (either byte order); a `utf8` or `vlstring` column as `LargeBinary` of its UTF-8
+    /// items, unchecked. A mask sidecar's nulls (and `nil` items) are applied, a
+    /// sentinel's not. Other columns of `cols` are produced as usual.
     pub fn with_raw_records(mut self, cols: &[usize]) -> Self {
         let Dataset::Table(t) = &*self.ds else {
             return self;
@@ -258,16 +260,14 @@ impl BatchReader {
         self.raw_records = cols
             .iter()
             .copied()
-            .filter(|&p| t.column(p).and_then(raw_record_dtype).is_some())
+            .filter(|&p| t.column(p).and_then(raw_text).is_some())
             .collect();
         let fields: Vec<Field> = (self.schema.fields().iter().zip(&self.projection))
-            .map(|(f, &p)| match self.raw_records.contains(&p) {
-                true => {
-                    let width = t.column(p).map_or(0, |c| c.dtype().itemsize());
-                    let width = i32::try_from(width).unwrap_or(0);
-                    Field::new(f.name(), DataType::FixedSizeBinary(width), true)
+            .map(|(f, &p)| match t.column(p).and_then(raw_text) {
+                Some(raw) if self.raw_records.contains(&p) => {
+                    Field::new(f.name(), raw.data_type(), true)
                 }
-                false => f.as_ref().clone(),
+                _ => f.as_ref().clone(),
             })
             .collect();
         self.schema = Arc::new(Schema::new_with_metadata(
@@ -497,14 +497,18 @@ impl BatchReader {
     ) -> Result<ArrayRef> {
         let c = t.open_column(p).await?;
         if self.reads_raw(p) {
-            let ColumnData::Fixed(bytes) = t.read_column(p, rows.clone(), stats).await? else {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: column {:?} is not fixed-width records",
-                    t.display(),
-                    c.name
-                )));
+            let arr = match t.read_column(p, rows.clone(), stats).await? {
+                ColumnData::Fixed(bytes) => raw_records(bytes, c.dtype().itemsize())?,
+                ColumnData::Utf8 { offsets, data } => raw_items(offsets, data, None)?,
+                ColumnData::Var(v) => raw_items(v.offsets, v.data, Some(v.present))?,
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{}: column {:?} has no raw records",
+                        t.display(),
+                        c.name
+                    )));
+                }
             };
-            let arr = raw_records(bytes, c.dtype().itemsize())?;
             return self.table_nulls(t, p, arr, rows, None, stats).await;
         }
         let mut arr: ArrayRef = match &c.storage {
@@ -625,11 +629,19 @@ impl BatchReader {
                     // Of the items that passed, those of the rows kept in the end.
                     let still =
                         BooleanBuffer::from_iter(passed.set_indices().map(|i| keep.value(i)));
-                    let arr = items_array(*kind, values.select(still.set_indices()), &what)?;
+                    let values = values.select(still.set_indices());
+                    let raw = self.reads_raw(p);
+                    let arr = match raw {
+                        true => raw_items(values.offsets, values.data, Some(values.present))?,
+                        false => items_array(*kind, values, &what)?,
+                    };
                     let arr = self
                         .table_nulls(t, p, arr, rows.clone(), Some(&keep), stats)
                         .await?;
-                    cast_to(arr, self.full.field(p).data_type())?
+                    match raw {
+                        true => arr,
+                        false => cast_to(arr, self.full.field(p).data_type())?,
+                    }
                 }
                 (None, Some((_, bytes))) if self.reads_raw(p) => {
                     let size = t.open_column(p).await?.dtype().itemsize();
@@ -782,19 +794,64 @@ impl BatchReader {
     }
 }
 
-/// The `U<n>` dtype of table column `c`, when [`BatchReader::with_raw_records`] can
-/// yield it as its stored records: 1-D, of a width Arrow's `FixedSizeBinary` holds.
-pub fn raw_record_dtype(c: &TableColumn) -> Option<&DType> {
+/// How [`BatchReader::with_raw_records`] yields a table's text column as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawText {
+    /// A 1-D `U<n>` column of this dtype: `FixedSizeBinary(4n)` of UTF-32 records.
+    Utf32(DType),
+    /// A `utf8` or `vlstring` column: `LargeBinary` of UTF-8 items, unchecked.
+    Utf8,
+}
+
+impl RawText {
+    /// The Arrow type of the raw column.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            // `raw_text` admits widths that fit `i32`.
+            RawText::Utf32(d) => DataType::FixedSizeBinary(d.itemsize() as i32),
+            RawText::Utf8 => DataType::LargeBinary,
+        }
+    }
+}
+
+/// How table column `c` can be yielded as its stored records
+/// ([`BatchReader::with_raw_records`]): a 1-D `U<n>` column of a width Arrow's
+/// `FixedSizeBinary` holds, a `utf8` column, or a `vlstring` column.
+pub fn raw_text(c: &TableColumn) -> Option<RawText> {
     match &c.storage {
         ColumnStorage::Fixed(a)
             if a.geometry.ndim() == 1
                 && matches!(a.dtype, DType::Unicode { .. })
                 && i32::try_from(a.dtype.itemsize()).is_ok() =>
         {
-            Some(&a.dtype)
+            Some(RawText::Utf32(a.dtype.clone()))
         }
+        ColumnStorage::Utf8 { .. } => Some(RawText::Utf8),
+        ColumnStorage::Var {
+            kind: ItemKind::Text,
+            ..
+        } => Some(RawText::Utf8),
         _ => None,
     }
+}
+
+/// Variable-length items (offsets from 0, `present` empty when none is null) as an
+/// unchecked `LargeBinary` array, sharing the buffers.
+fn raw_items(offsets: Vec<i64>, data: Vec<u8>, present: Option<Vec<bool>>) -> Result<ArrayRef> {
+    use arrow::array::LargeBinaryArray;
+    use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+    let bad = || Error::InvalidArgument("item offsets not increasing from 0".into());
+    // `OffsetBuffer::new` panics on these; the readers never make them.
+    let last = offsets.last().copied().ok_or_else(bad)?;
+    if offsets[0] != 0 || offsets.windows(2).any(|w| w[1] < w[0]) || last as usize > data.len() {
+        return Err(bad());
+    }
+    let nulls = present.filter(|p| !p.is_empty()).map(NullBuffer::from);
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    Ok(Arc::new(
+        LargeBinaryArray::try_new(offsets, Buffer::from_vec(data), nulls)
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+    ))
 }
 
 /// Records of `size` bytes as a `FixedSizeBinary` array.

@@ -7,10 +7,9 @@ use super::dynamic::{DynamicPruning, Probe, descending_coordinate};
 use super::prune::{IndexCache, PruneReport};
 use super::work::{ExecutionUnits, UnitSource};
 use super::zone_maps::{ZoneMaps, ZoneRecorder};
-use crate::array::dtype::DType;
 use crate::array::ndarray::ReadStats;
 use crate::array::table::{ColumnStorage, NullRule, TableColumn};
-use crate::arrow_reader::reader::{BatchReader, ScanUnit, Selection, raw_record_dtype};
+use crate::arrow_reader::reader::{BatchReader, RawText, ScanUnit, Selection, raw_text};
 use crate::arrow_reader::text_match::TextMatch;
 use crate::arrow_reader::zones::{ZonedUnit, plan_zoned_units, unit_cost};
 use crate::dataset::Dataset;
@@ -42,6 +41,19 @@ use futures::stream::BoxStream;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A table's text column that a scan can yield as its stored records
+/// ([`Blosc2Exec::raw_text_column`]), as a consumer grouping them needs to know it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawTextColumn {
+    /// How its records arrive.
+    pub raw: RawText,
+    /// The text that stands for NULL, where the scan would apply a sentinel (`U<n>` and
+    /// `utf8` columns; `vlstring` nulls are `nil` items, which arrive as nulls).
+    pub null_text: Option<String>,
+    /// The file and column, for errors.
+    pub what: String,
+}
 
 /// Scan of a Blosc2 dataset.
 #[derive(Debug, Clone)]
@@ -294,23 +306,32 @@ impl Blosc2Exec {
         }
     }
 
-    /// The dtype and null sentinel (the text that stands for NULL, if the column has one)
-    /// of output column `position`, when it is an open 1-D `U<n>` column of a table:
-    /// one [`Blosc2Exec::with_raw_records`] can yield as stored.
-    pub(crate) fn utf32_column(&self, position: usize) -> Option<(DType, Option<String>)> {
+    /// Output column `position` as a [`RawTextColumn`], when it is an open text column
+    /// of a table that [`Blosc2Exec::with_raw_records`] can yield as stored
+    /// ([`raw_text`]: `U<n>`, `utf8`, `vlstring`).
+    pub(crate) fn raw_text_column(&self, position: usize) -> Option<RawTextColumn> {
+        let Dataset::Table(t) = &*self.ds else {
+            return None;
+        };
         let c = self.table_column(position)?;
-        let dtype = raw_record_dtype(c)?;
-        let sentinel = match &c.nulls {
+        let raw = raw_text(c)?;
+        let null_text = match (&c.nulls, &c.storage) {
+            // `vlstring` nulls are `nil` items; the scan applies no sentinel to them.
+            (_, ColumnStorage::Var { .. }) => None,
             // A sentinel that is not text matches no text.
-            NullRule::Sentinel(v) => v.as_str().map(String::from),
+            (NullRule::Sentinel(v), _) => v.as_str().map(String::from),
             _ => None,
         };
-        Some((dtype.clone(), sentinel))
+        Some(RawTextColumn {
+            raw,
+            null_text,
+            what: format!("{}: column {:?}", t.display(), c.name),
+        })
     }
 
-    /// This scan yielding its output columns `positions` that are tables' `U<n>` columns
-    /// as their stored records ([`BatchReader::with_raw_records`]: `FixedSizeBinary`,
-    /// a sentinel not applied), for a consumer of its own that groups them. Their zones
+    /// This scan yielding its output columns `positions` that are tables' text columns
+    /// as their stored records ([`BatchReader::with_raw_records`]: `FixedSizeBinary` or
+    /// `LargeBinary`, a sentinel not applied), for a consumer of its own that groups them. Their zones
     /// are not mapped, and their statistics become unknown.
     pub(crate) fn with_raw_records(mut self, positions: &[usize]) -> Self {
         let cols = self.full_indices(positions);

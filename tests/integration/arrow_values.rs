@@ -163,6 +163,87 @@ async fn tables_match_every_value() {
     }
 }
 
+/// Text columns read as their stored records (the fused `GROUP BY`'s scan): `utf8` and
+/// `vlstring` items as unchecked `LargeBinary`, with mask nulls and `nil` items as nulls
+/// and the utf8 sentinel left as its text; in units that do not align with the
+/// `vlstring` batches, and with a text match on the `vlstring` column (its items tested
+/// as scanned): every value against the writer's.
+#[tokio::test]
+async fn text_columns_read_as_stored_items() {
+    use datafusion_blosc2::array::ndarray::ReadStats;
+    use datafusion_blosc2::arrow_reader::reader::{BatchReader, Selection, plan_units};
+    use datafusion_blosc2::arrow_reader::text_match::TextMatch;
+    let rel = "ctable/text-keys.b2d";
+    let want: Value = crate::util::expected_json("tables.json");
+    let cols = &want[rel]["columns"];
+    let ds = open(rel).await;
+    // Raw records are read from open columns (as a scan's are).
+    ds.open_all_columns().await.unwrap();
+    let Dataset::Table(t) = &*ds else {
+        panic!("{rel} is a table")
+    };
+    let units = |max_rows| plan_units(&ds, &Selection::all(&[t.physical_rows]), max_rows);
+    // Each column's expected raw value per live row: the writer's text, its sentinel
+    // for u's nulls, null for m's and v's.
+    let expect = |col: &str, i: usize| -> Option<Vec<u8>> {
+        match (col, cols[col][i].as_str()) {
+            (_, Some(s)) => Some(s.as_bytes().to_vec()),
+            ("u", None) => Some(b"__BLOSC2_NULL__".to_vec()),
+            _ => None,
+        }
+    };
+    let matched = ["", "a", "a\0", "k0001", "x", "😀", "日本"];
+    for max_rows in [1000, 333] {
+        for text_match in [false, true] {
+            let mut reader = BatchReader::new(Arc::clone(&ds), Some(vec![0, 1, 2, 3]));
+            if text_match {
+                let values = matched.iter().map(|m| m.as_bytes().to_vec()).collect();
+                reader =
+                    reader.with_text_matches(vec![(3, Arc::new(TextMatch::items(values, false)))]);
+            }
+            let reader = reader.with_raw_records(&[1, 2, 3]);
+            let schema = reader.schema();
+            for f in &schema.fields()[1..] {
+                assert_eq!(f.data_type(), &DataType::LargeBinary, "{}", f.name());
+            }
+            let mut stats = ReadStats::default();
+            let mut got: Vec<Vec<Option<Vec<u8>>>> = vec![Vec::new(); 3];
+            let mut ids: Vec<i64> = Vec::new();
+            for u in units(max_rows) {
+                let b = reader.read(&u, &mut stats).await.unwrap();
+                ids.extend(b.column(0).as_primitive::<Int64Type>().values());
+                for (c, g) in got.iter_mut().enumerate() {
+                    let a = b.column(c + 1).as_binary::<i64>();
+                    g.extend((0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i).to_vec())));
+                }
+            }
+            // The live rows the match keeps (all of them without one).
+            let live: Vec<usize> = (0..cols["i"].as_array().unwrap().len())
+                .filter(|&i| {
+                    !text_match || cols["v"][i].as_str().is_some_and(|v| matched.contains(&v))
+                })
+                .collect();
+            assert!(
+                !text_match || (10..200).contains(&live.len()),
+                "{}",
+                live.len()
+            );
+            let want_ids: Vec<i64> = live
+                .iter()
+                .map(|&i| cols["i"][i].as_i64().unwrap())
+                .collect();
+            assert_eq!(ids, want_ids, "max_rows {max_rows} match {text_match}");
+            for (c, col) in ["u", "m", "v"].iter().enumerate() {
+                let want: Vec<Option<Vec<u8>>> = live.iter().map(|&i| expect(col, i)).collect();
+                assert!(
+                    got[c] == want,
+                    "{col}: max_rows {max_rows} match {text_match}"
+                );
+            }
+        }
+    }
+}
+
 /// A JSON array of strings.
 fn strings(v: &Value) -> Vec<&str> {
     v.as_array()

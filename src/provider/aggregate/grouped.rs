@@ -239,7 +239,7 @@ impl<'a> GroupedFold<'a> {
     ) -> Self {
         let keys = GroupKeys::new(group.keys.clone(), group.bound);
         let states = GroupedStates::new(aggs, keys.groups());
-        let flush = flush.filter(|_| matches!(group.keys, KeyKind::Utf32Records { .. }));
+        let flush = flush.filter(|_| matches!(group.keys, KeyKind::Text(_)));
         GroupedFold {
             group,
             keys,
@@ -403,7 +403,9 @@ fn add_ints(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arrow_reader::reader::RawText;
     use crate::provider::aggregate::Output;
+    use crate::provider::exec::RawTextColumn;
     use arrow::array::{Float32Array, Int8Array};
     use arrow::datatypes::{Field, Schema};
 
@@ -545,13 +547,14 @@ mod tests {
         let group = Group {
             column: 0,
             bound: 0,
-            keys: KeyKind::Utf32Records {
-                dtype: DType::Unicode {
+            keys: KeyKind::Text(RawTextColumn {
+                raw: RawText::Utf32(DType::Unicode {
                     chars: 2,
                     endian: Endian::Little,
-                },
+                }),
                 null_text: None,
-            },
+                what: "test".into(),
+            }),
         };
         let mut want: BTreeMap<String, (i64, i64)> = BTreeMap::new();
         for (i, w) in words.iter().enumerate() {

@@ -2,21 +2,24 @@
 //! their keys back: an array coordinate is its own group; a dictionary column's row is
 //! in the group of its code. Both keys lie in a range known when the plan is made (the
 //! array's shape, the dictionary's length), so the states stay dense (`grouped.rs`).
-//! A table's `U<n>` column arrives as its stored UTF-32 records: each distinct record
-//! is numbered in a hash table (`records.rs`) and converted to text once, and its group
-//! is that of its text (records that convert alike, such as two invalid units that both
-//! become U+FFFD, share one); the groups, dense in the order first seen, grow with them.
+//! A table's text column arrives as its stored records: a `U<n>` column's UTF-32
+//! records, a `utf8` or `vlstring` column's UTF-8 items, unchecked. Each distinct record
+//! is numbered in a hash table (`records.rs`) and converted (or checked) once, and its
+//! group is that of its text (UTF-32 records that convert alike, such as two invalid
+//! units that both become U+FFFD, share one); the groups, dense in the order first seen,
+//! grow with them.
 //!
 //! Dictionary codes: python-blosc2 writes each distinct value once, but a dictionary
 //! that repeats a value must still give it one group (a one-partition plan's output is
 //! final), so each code's group is the first code of its value. Null rows (the null
 //! code, or a null dictionary value) share one group after the codes, keyed NULL.
-//! `U<n>` records: null rows (a mask sidecar's, or those whose text is the column's
-//! sentinel) are group 0, keyed NULL.
+//! Text records: null rows (a mask sidecar's, `nil` items, or those whose text is the
+//! column's sentinel) are group 0, keyed NULL.
 
 use super::records::RecordTable;
-use crate::array::dtype::DType;
 use crate::arrow_reader::convert::to_arrow;
+use crate::arrow_reader::reader::RawText;
+use crate::provider::exec::RawTextColumn;
 use arrow::array::{
     Array, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Array, StringArray,
 };
@@ -32,17 +35,12 @@ pub enum KeyKind {
     Coordinate,
     /// The int32 codes of a dictionary column of `bound` values.
     DictionaryCodes,
-    /// A table's `U<n>` column as its stored records (`FixedSizeBinary`), of `dtype`;
-    /// rows whose text is `null_text` are null.
-    Utf32Records {
-        /// The column's `U<n>` dtype (its width and byte order).
-        dtype: DType,
-        /// The column's null sentinel, if it has one.
-        null_text: Option<String>,
-    },
+    /// A table's text column as its stored records (`FixedSizeBinary` of UTF-32,
+    /// `LargeBinary` of UTF-8); rows whose text is its `null_text` are null.
+    Text(RawTextColumn),
 }
 
-/// The groups of a `U<n>` column's records.
+/// The groups of a text column's records.
 #[derive(Debug)]
 struct TextGroups {
     /// The distinct records seen.
@@ -56,23 +54,38 @@ struct TextGroups {
 }
 
 impl TextGroups {
-    fn new(width: usize) -> Self {
+    fn new(raw: &RawText) -> Self {
         TextGroups {
-            records: RecordTable::new(width),
+            records: match raw {
+                RawText::Utf32(d) => RecordTable::new(d.itemsize()),
+                RawText::Utf8 => RecordTable::variable(),
+            },
             record_group: Vec::new(),
             text_group: HashMap::new(),
             texts: Vec::new(),
         }
     }
 
-    /// The group of `record`, a new record's text converted as the scan converts it.
+    /// The group of `record` of column `col`, a new record's text converted as the scan
+    /// converts it (UTF-32), or checked as the scan checks it (UTF-8).
+    ///
+    /// # Errors
+    /// A UTF-8 item that is not UTF-8, as the scan refuses it.
     #[inline]
-    fn group(&mut self, record: &[u8], dtype: &DType, null_text: Option<&str>) -> i64 {
+    fn group(&mut self, record: &[u8], col: &RawTextColumn) -> Result<i64> {
         let (e, new) = self.records.entry(record);
         if new {
-            let text = to_arrow(dtype, record, 1, record.len(), 0);
-            let text = text.as_string::<i32>().value(0);
-            let g = if null_text == Some(text) {
+            let converted;
+            let text = match &col.raw {
+                RawText::Utf32(dtype) => {
+                    converted = to_arrow(dtype, record, 1, record.len(), 0);
+                    converted.as_string::<i32>().value(0)
+                }
+                RawText::Utf8 => std::str::from_utf8(record).map_err(|e| {
+                    DataFusionError::Execution(format!("{}: an item is not UTF-8 ({e})", col.what))
+                })?,
+            };
+            let g = if col.null_text.as_deref() == Some(text) {
                 0
             } else {
                 match self.text_group.get(text) {
@@ -87,7 +100,7 @@ impl TextGroups {
             };
             self.record_group.push(g);
         }
-        self.record_group[e]
+        Ok(self.record_group[e])
     }
 }
 
@@ -101,7 +114,7 @@ pub struct GroupKeys {
     values: Option<ArrayRef>,
     /// Dictionary codes: each code's group.
     code_groups: Vec<i64>,
-    /// `U<n>` records: their groups.
+    /// Text records: their groups.
     text: Option<TextGroups>,
     /// The groups of the current batch's rows, when they are not its column's values.
     buf: Vec<i64>,
@@ -111,7 +124,7 @@ impl GroupKeys {
     /// Keys of `kind` below `bound`.
     pub fn new(kind: KeyKind, bound: usize) -> Self {
         let text = match &kind {
-            KeyKind::Utf32Records { dtype, .. } => Some(TextGroups::new(dtype.itemsize())),
+            KeyKind::Text(col) => Some(TextGroups::new(&col.raw)),
             _ => None,
         };
         GroupKeys {
@@ -125,12 +138,12 @@ impl GroupKeys {
     }
 
     /// How many groups the states need: the bound, and a null group after the codes;
-    /// for `U<n>` records, the null group and one per distinct text so far.
+    /// for text records, the null group and one per distinct text so far.
     pub fn groups(&self) -> usize {
         match (&self.kind, &self.text) {
             (KeyKind::Coordinate, _) => self.bound,
             (KeyKind::DictionaryCodes, _) => self.bound + 1,
-            (KeyKind::Utf32Records { .. }, t) => 1 + t.as_ref().map_or(0, |t| t.texts.len()),
+            (KeyKind::Text(_), t) => 1 + t.as_ref().map_or(0, |t| t.texts.len()),
         }
     }
 
@@ -149,22 +162,41 @@ impl GroupKeys {
                 Some(k) if k.null_count() == 0 => Ok(()),
                 _ => Err(wrong("is not a coordinate")),
             },
-            KeyKind::Utf32Records { dtype, null_text } => {
-                let records = col
-                    .as_fixed_size_binary_opt()
-                    .filter(|r| r.value_length() as usize == dtype.itemsize())
-                    .ok_or_else(|| wrong("is not records of its width"))?;
+            KeyKind::Text(text_col) => {
                 let text = self.text.as_mut().expect("made with the kind");
-                let null_text = null_text.as_deref();
                 self.buf.clear();
-                let nulls = records.nulls().filter(|n| n.null_count() > 0);
-                let width = dtype.itemsize();
-                let data = &records.value_data()[..records.len() * width];
-                let rows = data.chunks_exact(width).enumerate();
-                self.buf.extend(rows.map(|(i, r)| match nulls {
-                    Some(n) if n.is_null(i) => 0,
-                    _ => text.group(r, dtype, null_text),
-                }));
+                self.buf.reserve(col.len());
+                let nulls = col.nulls().filter(|n| n.null_count() > 0);
+                let buf = &mut self.buf;
+                let mut push = |i: usize, r: &[u8]| -> Result<()> {
+                    buf.push(match nulls {
+                        Some(n) if n.is_null(i) => 0,
+                        _ => text.group(r, text_col)?,
+                    });
+                    Ok(())
+                };
+                match &text_col.raw {
+                    RawText::Utf32(dtype) => {
+                        let width = dtype.itemsize();
+                        let records = col
+                            .as_fixed_size_binary_opt()
+                            .filter(|r| r.value_length() as usize == width)
+                            .ok_or_else(|| wrong("is not records of its width"))?;
+                        let data = &records.value_data()[..records.len() * width];
+                        for (i, r) in data.chunks_exact(width).enumerate() {
+                            push(i, r)?;
+                        }
+                    }
+                    RawText::Utf8 => {
+                        let items = col
+                            .as_binary_opt::<i64>()
+                            .ok_or_else(|| wrong("is not items"))?;
+                        let (offsets, data) = (items.value_offsets(), items.value_data());
+                        for (i, w) in offsets.windows(2).enumerate() {
+                            push(i, &data[w[0] as usize..w[1] as usize])?;
+                        }
+                    }
+                }
                 Ok(())
             }
             KeyKind::DictionaryCodes => {
@@ -226,7 +258,7 @@ impl GroupKeys {
             (KeyKind::Coordinate, _) => Arc::new(Int64Array::from_iter_values(
                 groups.iter().map(|&g| g as i64),
             )),
-            (KeyKind::Utf32Records { .. }, _) => {
+            (KeyKind::Text(_), _) => {
                 let texts = self.text.as_ref().map_or(&[][..], |t| &t.texts);
                 Arc::new(StringArray::from_iter(
                     groups
@@ -344,7 +376,7 @@ mod tests {
             crate::array::dtype::Endian::Little,
             crate::array::dtype::Endian::Big,
         ] {
-            let dtype = DType::Unicode { chars: 3, endian };
+            let dtype = crate::array::dtype::DType::Unicode { chars: 3, endian };
             let record = |units: [u32; 3]| -> Vec<u8> {
                 units
                     .iter()
@@ -368,10 +400,11 @@ mod tests {
             let mask = NullBuffer::from(vec![true, true, true, true, true, true, true, false]);
             let col: ArrayRef =
                 Arc::new(FixedSizeBinaryArray::try_new(12, bytes.into(), Some(mask)).unwrap());
-            let kind = KeyKind::Utf32Records {
-                dtype: dtype.clone(),
+            let kind = KeyKind::Text(RawTextColumn {
+                raw: RawText::Utf32(dtype.clone()),
                 null_text: Some("NA".into()),
-            };
+                what: "t.b2d: column \"s\"".into(),
+            });
             let mut keys = GroupKeys::new(kind, 0);
             assert_eq!(keys.groups(), 1);
             assert_eq!(groups(&mut keys, &col).unwrap(), [1, 1, 2, 2, 0, 3, 4, 0]);
@@ -397,5 +430,62 @@ mod tests {
                 Arc::new(FixedSizeBinaryArray::try_new(8, vec![0u8; 8].into(), None).unwrap());
             assert!(groups(&mut keys, &narrow).is_err());
         }
+    }
+
+    /// UTF-8 items: empty, NUL, non-ASCII and prefix-sharing items, `nil` items and the
+    /// sentinel's text in the null group, a slice, and an item that is not UTF-8 refused
+    /// with the column named.
+    #[test]
+    fn utf8_items_group_by_their_bytes() {
+        use arrow::array::LargeBinaryArray;
+        let kind = KeyKind::Text(RawTextColumn {
+            raw: RawText::Utf8,
+            null_text: Some("__BLOSC2_NULL__".into()),
+            what: "t.b2d: column \"s\"".into(),
+        });
+        let mut keys = GroupKeys::new(kind, 0);
+        let items: Vec<Option<&[u8]>> = vec![
+            Some(b"ab"),
+            Some(b""),
+            Some(b"abc"),
+            None,
+            Some("日本".as_bytes()),
+            Some(b"ab"),
+            Some(b"a\0b"),
+            Some(b"__BLOSC2_NULL__"),
+            Some(b""),
+        ];
+        let col: ArrayRef = Arc::new(LargeBinaryArray::from(items));
+        assert_eq!(
+            groups(&mut keys, &col).unwrap(),
+            [1, 2, 3, 0, 4, 1, 5, 0, 2]
+        );
+        assert_eq!(keys.groups(), 6);
+        let text = keys
+            .column(&[0, 1, 2, 3, 4, 5], &DataType::Utf8View)
+            .unwrap();
+        let text: Vec<Option<&str>> = text.as_string_view().iter().collect();
+        assert_eq!(
+            text,
+            [
+                None,
+                Some("ab"),
+                Some(""),
+                Some("abc"),
+                Some("日本"),
+                Some("a\0b")
+            ]
+        );
+        assert_eq!(groups(&mut keys, &col.slice(4, 3)).unwrap(), [4, 1, 5]);
+        let bad: ArrayRef = Arc::new(LargeBinaryArray::from(vec![Some(&b"a\xffb"[..])]));
+        let err = groups(&mut keys, &bad).unwrap_err().to_string();
+        assert!(
+            err.contains("t.b2d: column \"s\"") && err.contains("UTF-8"),
+            "{err}"
+        );
+        // Fixed-width records are not items.
+        let records: ArrayRef =
+            Arc::new(FixedSizeBinaryArray::try_new(4, vec![0u8; 4].into(), None).unwrap());
+        assert!(groups(&mut keys, &records).is_err());
     }
 }

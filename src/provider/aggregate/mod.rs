@@ -204,7 +204,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         .map(|(s, g)| {
             let raw: Vec<usize> = g
                 .iter()
-                .filter(|g| matches!(g.keys, KeyKind::Utf32Records { .. }))
+                .filter(|g| matches!(g.keys, KeyKind::Text(_)))
                 .map(|g| g.column)
                 .collect();
             unit_batch_scan(s, &counted_only, &raw)
@@ -289,9 +289,8 @@ fn group_of(
             ((n as u64) < MAX_GROUPS).then_some((KeyKind::DictionaryCodes, n))?
         }
         DataType::Int64 => (KeyKind::Coordinate, coordinate_bound(scan, c)?),
-        DataType::Utf8 if !key_read => {
-            let (dtype, null_text) = exec()?.utf32_column(c)?;
-            (KeyKind::Utf32Records { dtype, null_text }, 0)
+        DataType::Utf8 | DataType::Utf8View if !key_read => {
+            (KeyKind::Text(exec()?.raw_text_column(c)?), 0)
         }
         _ => return None,
     };

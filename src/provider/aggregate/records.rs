@@ -1,9 +1,10 @@
-//! A hash table of fixed-width byte records (numpy `U<n>` values as stored: `4n` bytes of
-//! UTF-32), numbering each distinct record in the order first seen. The fused `GROUP BY`
-//! of a `U<n>` column (`keys.rs`) looks every row's record up here, before anything is
-//! converted to text: a row costs a hash of its words and, on a hit, one comparison of
-//! its bytes, where the usual path converts every value to UTF-8 and then hashes the
-//! strings (DataFusion's `GROUP BY`).
+//! A hash table of byte records, numbering each distinct record in the order first seen:
+//! fixed-width records (numpy `U<n>` values as stored: `4n` bytes of UTF-32), or records
+//! of any lengths (the UTF-8 items of `vlstring` and `utf8` columns). The fused `GROUP
+//! BY` of a text column (`keys.rs`) looks every row's record up here, before anything is
+//! converted or checked: a row costs a hash of its words and, on a hit, one comparison
+//! of its bytes, where the usual path converts or checks every value and builds a string
+//! array that DataFusion's `GROUP BY` then hashes.
 //!
 //! Open addressing with linear probing over a power-of-two slot array at most a quarter
 //! full; each slot holds a tag of its entry's hash and the entry number (+1, 0 empty),
@@ -15,12 +16,17 @@
 //! 24. (Looking up runs of rows in two passes, all hashes and first slots before any
 //! comparison, measured slower: 24–26 ns.)
 
-/// Distinct records of one width, numbered `0..len()` in the order first seen.
+/// Distinct records, of one width or of any lengths, numbered `0..len()` in the order
+/// first seen.
 #[derive(Debug)]
 pub struct RecordTable {
-    width: usize,
-    /// Entry `e`'s record is `records[e * width..][..width]`.
+    /// The records' width; `None` for records of any lengths (then `ends` bounds them).
+    width: Option<usize>,
+    /// Entry `e`'s record is `records[e * width..][..width]`, or
+    /// `records[ends[e]..ends[e + 1]]` for records of any lengths.
     records: Vec<u8>,
+    /// Records of any lengths: where each starts, and one past the last's end.
+    ends: Vec<usize>,
     /// Entry `e`'s hash.
     hashes: Vec<u64>,
     /// Per slot: 0 when empty, else the high half of its entry's hash (a tag compared
@@ -45,10 +51,20 @@ impl RecordTable {
     /// An empty table of records of `width` bytes.
     pub fn new(width: usize) -> Self {
         RecordTable {
-            width,
+            width: Some(width),
             records: Vec::new(),
+            ends: Vec::new(),
             hashes: Vec::new(),
             slots: vec![0; 64],
+        }
+    }
+
+    /// An empty table of records of any lengths (UTF-8 items).
+    pub fn variable() -> Self {
+        RecordTable {
+            width: None,
+            ends: vec![0],
+            ..RecordTable::new(0)
         }
     }
 
@@ -59,12 +75,17 @@ impl RecordTable {
     }
 
     /// Distinct record `e`.
+    #[inline(always)]
     pub fn record(&self, e: usize) -> &[u8] {
-        &self.records[e * self.width..][..self.width]
+        match self.width {
+            Some(w) => &self.records[e * w..][..w],
+            None => &self.records[self.ends[e]..self.ends[e + 1]],
+        }
     }
 
-    /// The entry number of `record` (`width` bytes), and whether it is new: added as
-    /// entry `len()` if it was not in the table.
+    /// The entry number of `record` (`width` bytes, or any length in a table of
+    /// variable records), and whether it is new: added as entry `len()` if it was not in
+    /// the table.
     #[inline]
     pub fn entry(&mut self, record: &[u8]) -> (usize, bool) {
         let h = hash(record);
@@ -86,6 +107,9 @@ impl RecordTable {
         let e = self.hashes.len();
         self.hashes.push(h);
         self.records.extend_from_slice(record);
+        if self.width.is_none() {
+            self.ends.push(self.records.len());
+        }
         self.slots[i] = slot(h, e);
         if SLOTS_PER_ENTRY * self.hashes.len() > self.slots.len() {
             self.grow();
@@ -164,10 +188,13 @@ fn hash(record: &[u8]) -> u64 {
     fold_mul(h, K)
 }
 
-/// Whether records `a` and `b` (of one width) are equal: compared 8 bytes at a time in
-/// place, not through a call to the C library.
+/// Whether records `a` and `b` are equal: of one length, and compared 8 bytes at a time
+/// in place, not through a call to the C library.
 #[inline(always)]
 fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
     let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().expect("8 bytes"));
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -177,7 +204,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
         .iter()
         .zip(rb)
         .fold(0u64, |d, (x, y)| d | u64::from(x ^ y));
-    a.len() == b.len() && diff == 0
+    diff == 0
 }
 
 #[cfg(test)]
@@ -211,5 +238,32 @@ mod tests {
             }
             assert_eq!(table.len(), want.len());
         }
+    }
+
+    /// Records of any lengths (0 to 40 bytes: empty ones, ones that are prefixes of
+    /// others, ones equal but for their length's last zero byte): each keeps the number
+    /// it got first, as a `HashMap` says.
+    #[test]
+    fn variable_records_keep_their_first_numbers() {
+        let mut table = RecordTable::variable();
+        let mut want: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut x = 777u64;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = (x >> 33) % 2000;
+            let len = (v % 41) as usize;
+            let mut r = vec![0u8; len];
+            if len > 0 {
+                r[0] = (v / 41) as u8;
+            }
+            let next = want.len();
+            let first = *want.entry(r.clone()).or_insert(next);
+            let (e, new) = table.entry(&r);
+            assert_eq!((e, new), (first, first == next), "record {r:?}");
+            assert_eq!(table.record(e), r.as_slice());
+        }
+        assert_eq!(table.len(), want.len());
     }
 }
