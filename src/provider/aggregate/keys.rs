@@ -16,7 +16,7 @@
 //! Text records: null rows (a mask sidecar's, `nil` items, or those whose text is the
 //! column's sentinel) are group 0, keyed NULL.
 
-use super::records::RecordTable;
+use super::records::{ItemTable, RecordTable};
 use crate::arrow_reader::convert::to_arrow;
 use crate::arrow_reader::reader::RawText;
 use crate::provider::exec::RawTextColumn;
@@ -40,12 +40,28 @@ pub enum KeyKind {
     Text(RawTextColumn),
 }
 
+/// The distinct records of a text column.
+#[derive(Debug)]
+enum Distinct {
+    /// `U<n>` records.
+    Records(RecordTable),
+    /// UTF-8 items.
+    Items(ItemTable),
+}
+
 /// The groups of a text column's records.
 #[derive(Debug)]
 struct TextGroups {
     /// The distinct records seen.
-    records: RecordTable,
-    /// Each record's group.
+    distinct: Distinct,
+    /// Their groups.
+    groups: DistinctGroups,
+}
+
+/// The groups of the distinct records of a text column, in the order they were seen.
+#[derive(Debug, Default)]
+struct DistinctGroups {
+    /// Each distinct record's group.
     record_group: Vec<i64>,
     /// Each text's group.
     text_group: HashMap<String, i64>,
@@ -56,51 +72,60 @@ struct TextGroups {
 impl TextGroups {
     fn new(raw: &RawText) -> Self {
         TextGroups {
-            records: match raw {
-                RawText::Utf32(d) => RecordTable::new(d.itemsize()),
-                RawText::Utf8 => RecordTable::variable(),
+            distinct: match raw {
+                RawText::Utf32(d) => Distinct::Records(RecordTable::new(d.itemsize())),
+                RawText::Utf8 => Distinct::Items(ItemTable::new()),
             },
-            record_group: Vec::new(),
-            text_group: HashMap::new(),
-            texts: Vec::new(),
+            groups: DistinctGroups::default(),
         }
     }
+}
 
-    /// The group of `record` of column `col`, a new record's text converted as the scan
-    /// converts it (UTF-32), or checked as the scan checks it (UTF-8).
+impl DistinctGroups {
+    /// The group of distinct record `e` (`record`), given one if `new`.
+    ///
+    /// # Errors
+    /// As [`DistinctGroups::add`].
+    #[inline(always)]
+    fn of(&mut self, (e, new): (usize, bool), record: &[u8], col: &RawTextColumn) -> Result<i64> {
+        if new {
+            self.add(record, col)?;
+        }
+        Ok(self.record_group[e])
+    }
+
+    /// Gives new record `record` of column `col` its group: that of its text, converted
+    /// as the scan converts it (UTF-32) or checked as the scan checks it (UTF-8).
     ///
     /// # Errors
     /// A UTF-8 item that is not UTF-8, as the scan refuses it.
-    #[inline]
-    fn group(&mut self, record: &[u8], col: &RawTextColumn) -> Result<i64> {
-        let (e, new) = self.records.entry(record);
-        if new {
-            let converted;
-            let text = match &col.raw {
-                RawText::Utf32(dtype) => {
-                    converted = to_arrow(dtype, record, 1, record.len(), 0);
-                    converted.as_string::<i32>().value(0)
+    #[cold]
+    fn add(&mut self, record: &[u8], col: &RawTextColumn) -> Result<()> {
+        let converted;
+        let text = match &col.raw {
+            RawText::Utf32(dtype) => {
+                converted = to_arrow(dtype, record, 1, record.len(), 0);
+                converted.as_string::<i32>().value(0)
+            }
+            RawText::Utf8 => std::str::from_utf8(record).map_err(|e| {
+                DataFusionError::Execution(format!("{}: an item is not UTF-8 ({e})", col.what))
+            })?,
+        };
+        let g = if col.null_text.as_deref() == Some(text) {
+            0
+        } else {
+            match self.text_group.get(text) {
+                Some(&g) => g,
+                None => {
+                    self.texts.push(text.to_string());
+                    let g = self.texts.len() as i64;
+                    self.text_group.insert(text.to_string(), g);
+                    g
                 }
-                RawText::Utf8 => std::str::from_utf8(record).map_err(|e| {
-                    DataFusionError::Execution(format!("{}: an item is not UTF-8 ({e})", col.what))
-                })?,
-            };
-            let g = if col.null_text.as_deref() == Some(text) {
-                0
-            } else {
-                match self.text_group.get(text) {
-                    Some(&g) => g,
-                    None => {
-                        self.texts.push(text.to_string());
-                        let g = self.texts.len() as i64;
-                        self.text_group.insert(text.to_string(), g);
-                        g
-                    }
-                }
-            };
-            self.record_group.push(g);
-        }
-        Ok(self.record_group[e])
+            }
+        };
+        self.record_group.push(g);
+        Ok(())
     }
 }
 
@@ -143,7 +168,7 @@ impl GroupKeys {
         match (&self.kind, &self.text) {
             (KeyKind::Coordinate, _) => self.bound,
             (KeyKind::DictionaryCodes, _) => self.bound + 1,
-            (KeyKind::Text(_), t) => 1 + t.as_ref().map_or(0, |t| t.texts.len()),
+            (KeyKind::Text(_), t) => 1 + t.as_ref().map_or(0, |t| t.groups.texts.len()),
         }
     }
 
@@ -162,38 +187,39 @@ impl GroupKeys {
                 Some(k) if k.null_count() == 0 => Ok(()),
                 _ => Err(wrong("is not a coordinate")),
             },
-            KeyKind::Text(text_col) => {
+            KeyKind::Text(col_of) => {
                 let text = self.text.as_mut().expect("made with the kind");
+                let groups = &mut text.groups;
                 self.buf.clear();
                 self.buf.reserve(col.len());
                 let nulls = col.nulls().filter(|n| n.null_count() > 0);
-                let buf = &mut self.buf;
-                let mut push = |i: usize, r: &[u8]| -> Result<()> {
-                    buf.push(match nulls {
-                        Some(n) if n.is_null(i) => 0,
-                        _ => text.group(r, text_col)?,
-                    });
-                    Ok(())
-                };
-                match &text_col.raw {
-                    RawText::Utf32(dtype) => {
-                        let width = dtype.itemsize();
+                let null = |i: usize| nulls.is_some_and(|n| n.is_null(i));
+                match &mut text.distinct {
+                    Distinct::Records(table) => {
+                        let width = table.width();
                         let records = col
                             .as_fixed_size_binary_opt()
                             .filter(|r| r.value_length() as usize == width)
                             .ok_or_else(|| wrong("is not records of its width"))?;
                         let data = &records.value_data()[..records.len() * width];
                         for (i, r) in data.chunks_exact(width).enumerate() {
-                            push(i, r)?;
+                            self.buf.push(match null(i) {
+                                true => 0,
+                                false => groups.of(table.entry(r), r, col_of)?,
+                            });
                         }
                     }
-                    RawText::Utf8 => {
+                    Distinct::Items(table) => {
                         let items = col
                             .as_binary_opt::<i64>()
                             .ok_or_else(|| wrong("is not items"))?;
                         let (offsets, data) = (items.value_offsets(), items.value_data());
                         for (i, w) in offsets.windows(2).enumerate() {
-                            push(i, &data[w[0] as usize..w[1] as usize])?;
+                            let (a, b) = (w[0] as usize, w[1] as usize);
+                            self.buf.push(match null(i) {
+                                true => 0,
+                                false => groups.of(table.entry(data, a, b), &data[a..b], col_of)?,
+                            });
                         }
                     }
                 }
@@ -259,7 +285,7 @@ impl GroupKeys {
                 groups.iter().map(|&g| g as i64),
             )),
             (KeyKind::Text(_), _) => {
-                let texts = self.text.as_ref().map_or(&[][..], |t| &t.texts);
+                let texts = self.text.as_ref().map_or(&[][..], |t| &t.groups.texts);
                 Arc::new(StringArray::from_iter(
                     groups
                         .iter()

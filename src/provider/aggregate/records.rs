@@ -16,17 +16,10 @@
 //! 24. (Looking up runs of rows in two passes, all hashes and first slots before any
 //! comparison, measured slower: 24–26 ns.)
 
-/// Distinct records, of one width or of any lengths, numbered `0..len()` in the order
-/// first seen.
+/// Open-addressing slots over entries numbered `0..len()` in the order added, each
+/// entry known by its hash; what an entry is, and when two are equal, is its table's.
 #[derive(Debug)]
-pub struct RecordTable {
-    /// The records' width; `None` for records of any lengths (then `ends` bounds them).
-    width: Option<usize>,
-    /// Entry `e`'s record is `records[e * width..][..width]`, or
-    /// `records[ends[e]..ends[e + 1]]` for records of any lengths.
-    records: Vec<u8>,
-    /// Records of any lengths: where each starts, and one past the last's end.
-    ends: Vec<usize>,
+struct Slots {
     /// Entry `e`'s hash.
     hashes: Vec<u64>,
     /// Per slot: 0 when empty, else the high half of its entry's hash (a tag compared
@@ -47,74 +40,44 @@ fn slot(h: u64, e: usize) -> u64 {
     (h & 0xffff_ffff_0000_0000) | (e as u64 + 1)
 }
 
-impl RecordTable {
-    /// An empty table of records of `width` bytes.
-    pub fn new(width: usize) -> Self {
-        RecordTable {
-            width: Some(width),
-            records: Vec::new(),
-            ends: Vec::new(),
+impl Slots {
+    fn new() -> Self {
+        Slots {
             hashes: Vec::new(),
             slots: vec![0; 64],
         }
     }
 
-    /// An empty table of records of any lengths (UTF-8 items).
-    pub fn variable() -> Self {
-        RecordTable {
-            width: None,
-            ends: vec![0],
-            ..RecordTable::new(0)
-        }
-    }
-
-    /// The number of distinct records.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.hashes.len()
-    }
-
-    /// Distinct record `e`.
+    /// The entry whose hash is `h` and that `equal` accepts, or the empty slot where it
+    /// would go.
     #[inline(always)]
-    pub fn record(&self, e: usize) -> &[u8] {
-        match self.width {
-            Some(w) => &self.records[e * w..][..w],
-            None => &self.records[self.ends[e]..self.ends[e + 1]],
-        }
-    }
-
-    /// The entry number of `record` (`width` bytes, or any length in a table of
-    /// variable records), and whether it is new: added as entry `len()` if it was not in
-    /// the table.
-    #[inline]
-    pub fn entry(&mut self, record: &[u8]) -> (usize, bool) {
-        let h = hash(record);
+    fn find(&self, h: u64, equal: impl Fn(usize) -> bool) -> Result<usize, usize> {
         let mask = self.slots.len() - 1;
         let tag = h >> 32;
         let mut i = h as usize & mask;
         loop {
             match self.slots[i] {
-                0 => break,
+                0 => return Err(i),
                 s => {
                     let e = (s & 0xffff_ffff) as usize - 1;
-                    if s >> 32 == tag && same(self.record(e), record) {
-                        return (e, false);
+                    if s >> 32 == tag && equal(e) {
+                        return Ok(e);
                     }
                 }
             }
             i = (i + 1) & mask;
         }
+    }
+
+    /// Adds an entry of hash `h` in empty slot `i` ([`Slots::find`]'s); its number.
+    fn add(&mut self, h: u64, i: usize) -> usize {
         let e = self.hashes.len();
         self.hashes.push(h);
-        self.records.extend_from_slice(record);
-        if self.width.is_none() {
-            self.ends.push(self.records.len());
-        }
         self.slots[i] = slot(h, e);
         if SLOTS_PER_ENTRY * self.hashes.len() > self.slots.len() {
             self.grow();
         }
-        (e, true)
+        e
     }
 
     /// Doubles the slots and places every entry again.
@@ -130,6 +93,171 @@ impl RecordTable {
             slots[i] = slot(h, e);
         }
         self.slots = slots;
+    }
+}
+
+/// Distinct records of one width, numbered `0..len()` in the order first seen.
+#[derive(Debug)]
+pub struct RecordTable {
+    width: usize,
+    /// Entry `e`'s record is `records[e * width..][..width]`.
+    records: Vec<u8>,
+    slots: Slots,
+}
+
+impl RecordTable {
+    /// An empty table of records of `width` bytes.
+    pub fn new(width: usize) -> Self {
+        RecordTable {
+            width,
+            records: Vec::new(),
+            slots: Slots::new(),
+        }
+    }
+
+    /// The number of distinct records.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.slots.hashes.len()
+    }
+
+    /// The records' width.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Distinct record `e`.
+    #[inline(always)]
+    pub fn record(&self, e: usize) -> &[u8] {
+        &self.records[e * self.width..][..self.width]
+    }
+
+    /// The entry number of `record` (`width` bytes), and whether it is new: added as
+    /// entry `len()` if it was not in the table.
+    #[inline]
+    pub fn entry(&mut self, record: &[u8]) -> (usize, bool) {
+        let h = hash(record);
+        match self.slots.find(h, |e| same(self.record(e), record)) {
+            Ok(e) => (e, false),
+            Err(i) => {
+                self.records.extend_from_slice(record);
+                (self.slots.add(h, i), true)
+            }
+        }
+    }
+}
+
+/// Distinct items (byte strings of any lengths: UTF-8 text), numbered `0..len()` in the
+/// order first seen.
+#[derive(Debug)]
+pub struct ItemTable {
+    /// Entry `e`'s item is `items[ends[e]..ends[e + 1]]`.
+    items: Vec<u8>,
+    /// Where each item starts, and one past the last's end.
+    ends: Vec<usize>,
+    /// Each item's [`Head`], which alone tells short ones apart.
+    heads: Vec<Head>,
+    slots: Slots,
+}
+
+/// An item's length and first 16 bytes as two little-endian words, zero past its end:
+/// two items of up to [`SHORT`] bytes are equal when their heads are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Head {
+    lo: u64,
+    hi: u64,
+    len: usize,
+}
+
+/// The longest item its [`Head`] holds whole.
+const SHORT: usize = 16;
+
+impl Head {
+    /// The head of `data[start..start + len]`. With [`SHORT`] bytes of `data` from
+    /// `start`, one 16-byte load masked to `len` (most items are short, and a copy of a
+    /// few bytes costs a call); else through a zeroed copy.
+    #[inline(always)]
+    fn of(data: &[u8], start: usize, len: usize) -> Head {
+        let bytes = match data.get(start..start + SHORT) {
+            Some(b) => u128::from_le_bytes(b.try_into().expect("16 bytes")),
+            None => {
+                let mut b = [0u8; SHORT];
+                let n = len.min(SHORT);
+                b[..n].copy_from_slice(&data[start..start + n]);
+                u128::from_le_bytes(b)
+            }
+        };
+        let bytes = match len {
+            0..SHORT => bytes & ((1u128 << (8 * len)) - 1),
+            _ => bytes,
+        };
+        Head {
+            lo: bytes as u64,
+            hi: (bytes >> 64) as u64,
+            len,
+        }
+    }
+
+    /// The hash of a short item: its two words folded through one product, keyed by its
+    /// length.
+    #[inline(always)]
+    fn hash(&self) -> u64 {
+        fold_mul(
+            self.lo ^ SECRETS[0],
+            self.hi ^ SECRETS[1] ^ (self.len as u64).wrapping_mul(K),
+        )
+    }
+}
+
+impl ItemTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        ItemTable {
+            items: Vec::new(),
+            ends: vec![0],
+            heads: Vec::new(),
+            slots: Slots::new(),
+        }
+    }
+
+    /// The number of distinct items.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.slots.hashes.len()
+    }
+
+    /// Distinct item `e`.
+    #[inline(always)]
+    pub fn item(&self, e: usize) -> &[u8] {
+        &self.items[self.ends[e]..self.ends[e + 1]]
+    }
+
+    /// The entry number of item `data[start..end]`, and whether it is new: added as entry
+    /// `len()` if it was not in the table. The bytes of `data` after the item may be read
+    /// (not used): an item of up to 16 bytes is compared as its [`Head`], loaded at once
+    /// where `data` goes on long enough.
+    #[inline]
+    pub fn entry(&mut self, data: &[u8], start: usize, end: usize) -> (usize, bool) {
+        let len = end - start;
+        let found = if len <= SHORT {
+            let head = Head::of(data, start, len);
+            let h = head.hash();
+            (h, self.slots.find(h, |e| self.heads[e] == head))
+        } else {
+            let item = &data[start..end];
+            let h = hash(item);
+            (h, self.slots.find(h, |e| same(self.item(e), item)))
+        };
+        match found {
+            (_, Ok(e)) => (e, false),
+            (h, Err(i)) => {
+                let item = &data[start..end];
+                self.items.extend_from_slice(item);
+                self.ends.push(self.items.len());
+                self.heads.push(Head::of(item, 0, len));
+                (self.slots.add(h, i), true)
+            }
+        }
     }
 }
 
@@ -192,9 +320,6 @@ fn hash(record: &[u8]) -> u64 {
 /// in place, not through a call to the C library.
 #[inline(always)]
 fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
     let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().expect("8 bytes"));
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -204,7 +329,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
         .iter()
         .zip(rb)
         .fold(0u64, |d, (x, y)| d | u64::from(x ^ y));
-    diff == 0
+    a.len() == b.len() && diff == 0
 }
 
 #[cfg(test)]
@@ -240,30 +365,52 @@ mod tests {
         }
     }
 
-    /// Records of any lengths (0 to 40 bytes: empty ones, ones that are prefixes of
-    /// others, ones equal but for their length's last zero byte): each keeps the number
+    /// Items of any lengths (0 to 40 bytes: empty ones, ones that are prefixes of
+    /// others, ones equal but for a last zero byte), looked up in one buffer (the last
+    /// ones too near its end for a 16-byte load) and on their own: each keeps the number
     /// it got first, as a `HashMap` says.
     #[test]
-    fn variable_records_keep_their_first_numbers() {
-        let mut table = RecordTable::variable();
-        let mut want: HashMap<Vec<u8>, usize> = HashMap::new();
+    fn items_keep_their_first_numbers() {
         let mut x = 777u64;
-        for _ in 0..20_000 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let v = (x >> 33) % 2000;
-            let len = (v % 41) as usize;
-            let mut r = vec![0u8; len];
-            if len > 0 {
-                r[0] = (v / 41) as u8;
-            }
+        let records: Vec<Vec<u8>> = (0..20_000)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let v = (x >> 33) % 2000;
+                let len = (v % 41) as usize;
+                let mut r = vec![0u8; len];
+                if len > 0 {
+                    r[0] = (v / 41) as u8;
+                }
+                r
+            })
+            .collect();
+        let data: Vec<u8> = records.concat();
+        let mut table = ItemTable::new();
+        let mut alone = ItemTable::new();
+        let mut want: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut start = 0;
+        for r in &records {
             let next = want.len();
             let first = *want.entry(r.clone()).or_insert(next);
-            let (e, new) = table.entry(&r);
+            let (e, new) = table.entry(&data, start, start + r.len());
             assert_eq!((e, new), (first, first == next), "record {r:?}");
-            assert_eq!(table.record(e), r.as_slice());
+            assert_eq!(table.item(e), r.as_slice());
+            assert_eq!(alone.entry(r, 0, r.len()), (e, new));
+            start += r.len();
         }
         assert_eq!(table.len(), want.len());
+        // Heads of items of every length up to 16, at the end of their buffer and not.
+        let bytes: Vec<u8> = (1..=40).collect();
+        for len in 0..=SHORT {
+            let far = Head::of(&bytes, 3, len);
+            let near = Head::of(&bytes[..3 + len], 3, len);
+            assert_eq!(far, near, "len {len}");
+            let mut padded = bytes[3..3 + len].to_vec();
+            padded.resize(SHORT, 0);
+            let words = u128::from_le_bytes(padded.try_into().unwrap());
+            assert_eq!((far.lo, far.hi), (words as u64, (words >> 64) as u64));
+        }
     }
 }
