@@ -158,6 +158,8 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         // Ungrouped min/max alone where no zone is mapped (an N-d array scanned without a
         // value filter maps none).
         "SELECT min(value), max(value) FROM geo",
+        // A filter left above the scan: evaluated by the fused node.
+        "SELECT sum(t) FROM ev WHERE v > 50",
     ];
     for sql in yes {
         check(&fused, &plain, sql, true).await;
@@ -178,7 +180,6 @@ async fn fused_aggregates_over_tables_with_nulls_nan_and_ranges() {
         "SELECT max(value) FROM u8max",
         "SELECT max(tag) FROM ev",
         "SELECT sum(t) FILTER (WHERE k > 3) FROM ev",
-        "SELECT sum(t) FROM ev WHERE v > 50",
         "SELECT count(f + 1) FROM nulls",
     ];
     for sql in no {
@@ -226,11 +227,11 @@ async fn fused_grouping_by_dictionary_codes() {
                 "SELECT cat, count(*) FROM (SELECT cat FROM {t} LIMIT 700) GROUP BY cat ORDER BY cat"
             );
             check(&fused, &plain, &sql, partitions == 1).await;
-            // A filter DataFusion applies above the scan keeps its aggregation.
+            // A filter DataFusion applies above the scan is evaluated by the fused node.
             let sql = format!(
                 "SELECT cat, count(*) FROM {t} WHERE word = 'w0007' GROUP BY cat ORDER BY cat"
             );
-            check(&fused, &plain, &sql, false).await;
+            check(&fused, &plain, &sql, true).await;
         }
     }
 }
@@ -390,6 +391,62 @@ async fn fused_grouping_by_utf8_items() {
             false,
         )
         .await;
+    }
+}
+
+/// A filter DataFusion keeps above the scan (`FilterExec`, with or without a projection
+/// of its own) is evaluated by the fused node on each batch: every grouping (dictionary
+/// codes, a coordinate, `U<n>` records, UTF-8 items) and ungrouped aggregates, filters
+/// whose value is NULL for some rows, a counted column the filter also reads (so read
+/// whole, not for its nulls alone), on 1–3 partitions, each against DataFusion's plan. A
+/// filter on a text key keeps DataFusion's plan (the key would arrive as records).
+#[tokio::test]
+async fn fused_aggregation_under_a_filter() {
+    let tables = [
+        ("vd", "tests/fixtures/ctable/varlen.b2d"),
+        ("tk", "tests/fixtures/ctable/text-keys.b2d"),
+        ("nl", "tests/fixtures/ctable/nulls.b2d"),
+        ("geo", "tests/fixtures/b2nd/geom-3d-tiles.b2nd"),
+    ];
+    let fused_queries = [
+        "SELECT cat, count(*), sum(i) FROM vd WHERE word = 'w0007' GROUP BY cat ORDER BY cat",
+        "SELECT cat, count(*), avg(i), count(note) FROM vd WHERE i % 3 = 1 AND note IS NOT NULL \
+         GROUP BY cat ORDER BY cat",
+        "SELECT cat, count(*), max(i) FROM vd WHERE cat IN ('north', '') GROUP BY cat ORDER BY cat",
+        "SELECT v, count(*), sum(i) FROM tk WHERE i > 2000 GROUP BY v ORDER BY v",
+        "SELECT u, count(*), min(i) FROM tk WHERE m IS NULL GROUP BY u ORDER BY u",
+        "SELECT count(*), count(a), sum(a), avg(f) FROM nl WHERE a > 40",
+        "SELECT count(f), sum(g) FROM nl WHERE f IS NULL OR g < 0",
+        // `f` only counted, but filtered on by value: read whole.
+        "SELECT count(f), count(*) FROM nl WHERE f > 3",
+        "SELECT b, count(*), min(g), max(f) FROM nl WHERE f > 3 GROUP BY b ORDER BY b",
+        "SELECT dim_0, count(*), avg(value) FROM geo WHERE value % 3 = 0 GROUP BY dim_0 \
+         ORDER BY dim_0",
+        "SELECT sum(value), count(*) FROM geo WHERE dim_2 % 5 = 0 AND value % 2 = 1",
+    ];
+    for partitions in [1, 2, 3] {
+        let (fused, plain) = contexts(partitions, &tables).await;
+        for sql in fused_queries {
+            // A one-unit table (`nl`) is spread over several partitions by a round-robin
+            // repartition between filter and aggregation, which keeps DataFusion's plan.
+            let (_, plan) = run(&fused, sql).await;
+            let spread = plan.contains("RoundRobinBatch");
+            check(&fused, &plain, sql, !spread).await;
+            assert!(spread || plan.contains(", filter="), "{sql}\n{plan}");
+            assert!(spread || !plan.contains("FilterExec"), "{sql}\n{plan}");
+            assert!(!spread || sql.contains(" nl "), "{sql}\n{plan}");
+        }
+        let (_, plan) = run(&fused, fused_queries[3]).await;
+        assert!(plan.contains("raw_records=[v]"), "{plan}");
+        // `a` is filtered on: read whole, not for its nulls alone.
+        let (_, plan) = run(&fused, fused_queries[5]).await;
+        assert!(!plan.contains("nulls_only"), "{plan}");
+        for sql in [
+            "SELECT v, count(*) FROM tk WHERE v LIKE 'k00%' GROUP BY v ORDER BY v",
+            "SELECT b, count(*) FROM nl WHERE b <> 'b7' GROUP BY b ORDER BY b",
+        ] {
+            check(&fused, &plain, sql, false).await;
+        }
     }
 }
 

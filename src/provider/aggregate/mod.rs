@@ -7,10 +7,11 @@
 //! CTable dictionary column (`GROUP BY category`), the rows are grouped by their codes in
 //! dense states the same way (`keys.rs`), not by DataFusion's hashing of the
 //! dictionary-encoded text (which took about 95 % of such a query over 2,000 values).
-//! Grouped by a table's `U<n>` column, the scan yields the stored UTF-32 records
-//! (`Blosc2Exec::with_raw_records`) and the node numbers them in a hash table of its own
-//! (`records.rs`), converting each distinct one to text once, where DataFusion's plan
-//! converted every value and then hashed the strings.
+//! Grouped by a table's text column (`U<n>`, `utf8`, `vlstring`), the scan yields the
+//! stored records (`Blosc2Exec::with_raw_records`: UTF-32 records, unchecked UTF-8 items)
+//! and the node numbers them in a hash table of its own (`records.rs`), converting or
+//! checking each distinct one once, where DataFusion's plan converted or checked every
+//! value, built a string array and then hashed the strings.
 //!
 //! [`Blosc2AggregatePushdown`] is a physical optimizer rule. It replaces
 //! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and casts) over a
@@ -23,7 +24,7 @@
 //! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan once earlier scans mapped
 //! zones of the scan (its dynamic filter then skips units on them). Anything the rule
 //! does not recognise exactly (grouping by anything but one coordinate, dictionary
-//! column or `U<n>` column no aggregate reads, `DISTINCT`, `FILTER`, other functions,
+//! column or text column no aggregate reads, `DISTINCT`, `FILTER`, other functions,
 //! decimals, casts that are not widenings, a group limit) keeps DataFusion's plan.
 
 pub(crate) mod extremes;
@@ -41,6 +42,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -48,6 +50,7 @@ use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{
     Boundedness, ChildrenPropertiesMode, EmissionType, ReplaceChildrenOptions,
 };
+use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -127,12 +130,29 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         Some(p) => (p.input(), Some(p)),
         None => (agg.input(), None),
     };
+    // A filter DataFusion kept above the scan (one without a limit of its own) is
+    // evaluated by the fused node on each batch, over the scan's columns; the columns
+    // below are numbered in its output (`filter_output`), then in the scan's.
+    let filter_output = below.schema();
+    let (below, filter, kept) = match below.downcast_ref::<FilterExec>() {
+        Some(f) if f.fetch().is_none() => (
+            f.input(),
+            Some(Arc::clone(f.predicate())),
+            f.projection().clone(),
+        ),
+        Some(_) => return None,
+        None => (below, None, None),
+    };
+    let to_scan = |c: usize| kept.as_ref().map_or(Some(c), |k| k.get(c).copied());
+    let filtered: Vec<usize> = filter.as_ref().map_or(Vec::new(), |f| {
+        collect_columns(f).iter().map(Column::index).collect()
+    });
     // Grouping: none, or one scan column: an array coordinate (exact bounds below), a
     // dictionary column or a `U<n>` column.
     let group_column = match agg.group_expr() {
         g if g.is_empty() => None,
         g if g.is_single() && g.expr().len() == 1 => match resolve(&g.expr()[0].0, projection)? {
-            Arg::Column(c, None) => Some(c),
+            Arg::Column(c, None) => Some(to_scan(c)?),
             _ => return None,
         },
         _ => return None,
@@ -146,11 +166,17 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         None => vec![below],
     };
     let scan_schema = below.schema();
-    let aggs = agg
+    let mut aggs = agg
         .aggr_expr()
         .iter()
-        .map(|a| fused_aggregate(a, projection, &scan_schema))
+        .map(|a| fused_aggregate(a, projection, &filter_output))
         .collect::<Option<Vec<_>>>()?;
+    for a in &mut aggs {
+        a.column = match a.column {
+            Some(c) => Some(to_scan(c)?),
+            None => None,
+        };
+    }
     // Ungrouped `min`/`max` alone stay with DataFusion once earlier scans mapped zones of
     // these units: its aggregation pushes a dynamic filter (`value < min so far OR value >
     // max so far`) into the scan, which then skips the units whose zone maps cannot change
@@ -173,11 +199,11 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     }
     // Each scan's grouping: by a coordinate (bound by its exact range in the scan's
     // statistics), a dictionary column's codes (bound by the dictionary's length) or a
-    // `U<n>` column's records (no aggregate reading it: they would see records whose
-    // sentinel was not applied).
+    // text column's records (no aggregate or filter reading it: they would see records,
+    // not text).
     let groups: Vec<Option<Group>> = match (group_column, &key_type) {
         (Some(c), Some(t)) => {
-            let key_read = aggs.iter().any(|a| a.column == Some(c));
+            let key_read = aggs.iter().any(|a| a.column == Some(c)) || filtered.contains(&c);
             scans
                 .iter()
                 .map(|s| group_of(s, c, t, key_read).map(Some))
@@ -185,12 +211,13 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         }
         _ => scans.iter().map(|_| None).collect(),
     };
-    // Columns only counted: read for their nulls alone.
+    // Columns only counted (not filtered on): read for their nulls alone.
     let counted_only: Vec<usize> = aggs
         .iter()
         .filter_map(|a| a.column)
         .filter(|&c| {
             group_column != Some(c)
+                && !filtered.contains(&c)
                 && aggs
                     .iter()
                     .all(|a| a.column != Some(c) || a.kind == AggKind::Count)
@@ -212,13 +239,11 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         .collect::<Option<_>>()?;
     let fused = |(s, group): (Arc<dyn ExecutionPlan>, Option<Group>)| -> Arc<dyn ExecutionPlan> {
         let aggs = aggs.clone();
-        Arc::new(Blosc2AggregateExec::new(
-            s,
-            aggs,
-            group,
-            output,
-            Arc::clone(&schema),
-        ))
+        let node = Blosc2AggregateExec::new(s, aggs, group, output, Arc::clone(&schema));
+        Arc::new(match &filter {
+            Some(f) => node.with_filter(Arc::clone(f)),
+            None => node,
+        })
     };
     let mut fused: Vec<_> = scans.into_iter().zip(groups).map(fused).collect();
     match union {
@@ -461,6 +486,8 @@ pub struct Blosc2AggregateExec {
     input: Arc<dyn ExecutionPlan>,
     aggs: Vec<FusedAggregate>,
     group: Option<Group>,
+    /// A predicate over the input's batches: only the rows it holds true for are folded.
+    filter: Option<Arc<dyn PhysicalExpr>>,
     output: Output,
     schema: SchemaRef,
     props: Arc<PlanProperties>,
@@ -489,6 +516,7 @@ impl Blosc2AggregateExec {
             input,
             aggs,
             group,
+            filter: None,
             output,
             schema,
             props: Arc::new(props),
@@ -496,10 +524,34 @@ impl Blosc2AggregateExec {
         }
     }
 
+    /// This aggregation over only the rows of its input for which `predicate` (over the
+    /// input's schema) is true: the filter of a `FilterExec` it replaces as well.
+    pub fn with_filter(mut self, predicate: Arc<dyn PhysicalExpr>) -> Self {
+        self.filter = Some(predicate);
+        self
+    }
+
     /// The aggregates it computes.
     pub fn aggregates(&self) -> &[FusedAggregate] {
         &self.aggs
     }
+}
+
+/// The rows of `batch` for which `predicate` is true (not false or null).
+///
+/// # Errors
+/// Evaluating the predicate; a predicate that is not boolean.
+fn filtered(predicate: Option<&Arc<dyn PhysicalExpr>>, batch: RecordBatch) -> Result<RecordBatch> {
+    let Some(p) = predicate else {
+        return Ok(batch);
+    };
+    let mask = p.evaluate(&batch)?.into_array(batch.num_rows())?;
+    let mask = arrow::array::AsArray::as_boolean_opt(&mask).ok_or_else(|| {
+        DataFusionError::Internal(format!(
+            "Blosc2AggregateExec: the filter {p} is not boolean"
+        ))
+    })?;
+    Ok(arrow::compute::filter_record_batch(&batch, mask)?)
 }
 
 impl DisplayAs for Blosc2AggregateExec {
@@ -513,7 +565,11 @@ impl DisplayAs for Blosc2AggregateExec {
         if self.group.is_some() {
             write!(f, "gby=[{}], ", self.schema.field(0).name())?;
         }
-        write!(f, "aggr=[{}]", names.join(", "))
+        write!(f, "aggr=[{}]", names.join(", "))?;
+        if let Some(p) = &self.filter {
+            write!(f, ", filter={p}")?;
+        }
+        Ok(())
     }
 }
 
@@ -532,9 +588,12 @@ impl ExecutionPlan for Blosc2AggregateExec {
 
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
+        match &self.filter {
+            Some(p) => f(p),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
     }
 
     fn with_new_children(
@@ -543,13 +602,17 @@ impl ExecutionPlan for Blosc2AggregateExec {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let [input] = <[_; 1]>::try_from(children)
             .map_err(|_| DataFusionError::Internal("Blosc2AggregateExec has one child".into()))?;
-        Ok(Arc::new(Self::new(
+        let node = Self::new(
             input,
             self.aggs.clone(),
             self.group.clone(),
             self.output,
             Arc::clone(&self.schema),
-        )))
+        );
+        Ok(Arc::new(Self {
+            filter: self.filter.clone(),
+            ..node
+        }))
     }
 
     fn execute(
@@ -558,6 +621,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let mut input = self.input.execute(partition, context)?;
+        let filter = self.filter.clone();
         let aggs = self.aggs.clone();
         let output = self.output;
         let schema = Arc::clone(&self.schema);
@@ -568,8 +632,8 @@ impl ExecutionPlan for Blosc2AggregateExec {
                 let flush = (output == Output::PartialState).then_some(MAX_TEXT_GROUPS);
                 let mut fold = GroupedFold::new(group, &aggs, output, &schema, flush);
                 while let Some(batch) = input.next().await {
-                    let batch = batch?;
                     let _t = baseline.elapsed_compute().timer();
+                    let batch = filtered(filter.as_ref(), batch?)?;
                     for piece in cache_sized(&batch) {
                         fold.add(&piece)?;
                     }
@@ -591,8 +655,8 @@ impl ExecutionPlan for Blosc2AggregateExec {
                 .map(|a| AggState::new(a.sum_type.unwrap_or(SumType::I64)))
                 .collect();
             while let Some(batch) = input.next().await {
-                let batch = batch?;
                 let _t = baseline.elapsed_compute().timer();
+                let batch = filtered(filter.as_ref(), batch?)?;
                 for batch in cache_sized(&batch) {
                     for (a, s) in aggs.iter().zip(&mut states) {
                         match (a.kind, a.column) {
