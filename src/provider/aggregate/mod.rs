@@ -14,7 +14,8 @@
 //! value, built a string array and then hashed the strings.
 //!
 //! [`Blosc2AggregatePushdown`] is a physical optimizer rule. It replaces
-//! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and casts) over a
+//! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and casts, then
+//! a `FilterExec`, whose predicate the fused node evaluates on each batch) over a
 //! `Blosc2Exec` (optionally in DataFusion's `CooperativeExec`) with a
 //! [`Blosc2AggregateExec`] that yields the same partial state, one row per partition, so
 //! DataFusion's final aggregation above it is unchanged. A one-partition scan under
@@ -24,7 +25,7 @@
 //! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan once earlier scans mapped
 //! zones of the scan (its dynamic filter then skips units on them). Anything the rule
 //! does not recognise exactly (grouping by anything but one coordinate, dictionary
-//! column or text column no aggregate reads, `DISTINCT`, `FILTER`, other functions,
+//! column or text column no aggregate or filter reads, `DISTINCT`, `FILTER`, other functions,
 //! decimals, casts that are not widenings, a group limit) keeps DataFusion's plan.
 
 pub(crate) mod extremes;
