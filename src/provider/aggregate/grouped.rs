@@ -106,17 +106,24 @@ impl GroupedStates {
         keys: &[i64],
         aggs: &[FusedAggregate],
     ) -> Result<()> {
-        let bound = self.rows.len() as u64;
-        if keys.len() != batch.num_rows() || keys.iter().any(|&x| x as u64 >= bound) {
+        // The rows counted and the keys checked in one pass (a key out of range fails the
+        // query, so rows counted before it do not matter).
+        let mut out_of_range = keys.len() != batch.num_rows();
+        let rows = &mut self.rows;
+        for_runs(keys, |g, i, j| match rows.get_mut(g) {
+            Some(r) => *r += (j - i) as u64,
+            None => out_of_range = true,
+        });
+        if out_of_range {
             return Err(DataFusionError::Internal(format!(
-                "grouped Blosc2 aggregate: keys are not {} groups below {bound}",
-                batch.num_rows()
+                "grouped Blosc2 aggregate: keys are not {} groups below {}",
+                batch.num_rows(),
+                self.rows.len()
             )));
         }
-        for_runs(keys, |g, i, j| self.rows[g] += (j - i) as u64);
         for ((a, counts), sums) in aggs.iter().zip(&mut self.counts).zip(&mut self.sums) {
+            // `count(*)`: the rows per group.
             let Some(c) = a.column else {
-                for_runs(keys, |g, i, j| counts[g] += (j - i) as u64);
                 continue;
             };
             let col = batch.column(c);
@@ -156,6 +163,11 @@ impl GroupedStates {
         let groups: Vec<usize> = (0..self.rows.len()).filter(|&g| self.rows[g] > 0).collect();
         let mut cols: Vec<ArrayRef> = vec![key(&groups)?];
         for ((a, counts), sums) in aggs.iter().zip(&self.counts).zip(&self.sums) {
+            // `count(*)` counts the rows (`add_batch` keeps no counts of its own for it).
+            let counts = match a.column {
+                Some(_) => counts,
+                None => &self.rows,
+            };
             let some = |g: usize| counts[g] > 0;
             let count_column = || -> ArrayRef {
                 Arc::new(Int64Array::from_iter_values(
