@@ -63,7 +63,7 @@ struct TextGroups {
 struct DistinctGroups {
     /// Each distinct record's group.
     record_group: Vec<i64>,
-    /// Each text's group.
+    /// Each text's group (of `U<n>` records, several of which can convert alike).
     text_group: HashMap<String, i64>,
     /// The text of groups `1..`.
     texts: Vec<String>,
@@ -113,6 +113,10 @@ impl DistinctGroups {
         };
         let g = if col.null_text.as_deref() == Some(text) {
             0
+        } else if col.raw == RawText::Utf8 {
+            // Distinct UTF-8 items are distinct texts.
+            self.texts.push(text.to_string());
+            self.texts.len() as i64
         } else {
             match self.text_group.get(text) {
                 Some(&g) => g,
