@@ -244,14 +244,6 @@ async fn fused_grouping_by_dictionary_codes() {
 /// the counts per key with python-blosc2's values of the column.
 #[tokio::test]
 async fn fused_grouping_by_utf32_records() {
-    let want = crate::util::expected_json("tables.json");
-    let counts = |table: &str, col: &str| -> Vec<(Option<String>, i64)> {
-        let mut m: std::collections::BTreeMap<Option<String>, i64> = Default::default();
-        for v in want[table]["columns"][col].as_array().unwrap() {
-            *m.entry(v.as_str().map(String::from)).or_default() += 1;
-        }
-        m.into_iter().collect()
-    };
     let tables = [
         ("td", "tests/fixtures/ctable/texts.b2d"),
         ("tz", "tests/fixtures/ctable/texts.b2z"),
@@ -268,18 +260,7 @@ async fn fused_grouping_by_utf32_records() {
     ];
     for partitions in [1, 2, 3] {
         let (fused, plain) = contexts(partitions, &tables).await;
-        for (t, col, fixture) in cases {
-            let sql = format!(
-                "SELECT {col}, count(*) FROM {t} GROUP BY {col} ORDER BY {col} NULLS FIRST"
-            );
-            check(&fused, &plain, &sql, true).await;
-            let (got, plan) = run(&fused, &sql).await;
-            assert!(
-                plan.contains(&format!("raw_records=[{col}]")),
-                "{sql}\n{plan}"
-            );
-            assert_eq!(text_counts(&got), counts(fixture, col), "{sql}");
-        }
+        check_text_counts(&fused, &plain, &cases).await;
         for sql in [
             "SELECT word, count(*), sum(i), avg(i), min(i), max(i), count(opt) FROM td \
              GROUP BY word ORDER BY word",
@@ -317,14 +298,6 @@ async fn fused_grouping_by_utf32_records() {
 /// both `'a'` and `'a\0'`.
 #[tokio::test]
 async fn fused_grouping_by_utf8_items() {
-    let want = crate::util::expected_json("tables.json");
-    let counts = |table: &str, col: &str| -> Vec<(Option<String>, i64)> {
-        let mut m: std::collections::BTreeMap<Option<String>, i64> = Default::default();
-        for v in want[table]["columns"][col].as_array().unwrap() {
-            *m.entry(v.as_str().map(String::from)).or_default() += 1;
-        }
-        m.into_iter().collect()
-    };
     let tables = [
         ("tk", "tests/fixtures/ctable/text-keys.b2d"),
         ("vd", "tests/fixtures/ctable/varlen.b2d"),
@@ -345,18 +318,7 @@ async fn fused_grouping_by_utf8_items() {
     ];
     for partitions in [1, 2, 3] {
         let (fused, plain) = contexts(partitions, &tables).await;
-        for (t, col, fixture) in cases {
-            let sql = format!(
-                "SELECT {col}, count(*) FROM {t} GROUP BY {col} ORDER BY {col} NULLS FIRST"
-            );
-            check(&fused, &plain, &sql, true).await;
-            let (got, plan) = run(&fused, &sql).await;
-            assert!(
-                plan.contains(&format!("raw_records=[{col}]")),
-                "{sql}\n{plan}"
-            );
-            assert_eq!(text_counts(&got), counts(fixture, col), "{sql}");
-        }
+        check_text_counts(&fused, &plain, &cases).await;
         for sql in [
             "SELECT v, count(*), sum(i), avg(i), min(i), max(i), count(u), count(m) FROM tk \
              GROUP BY v ORDER BY v",
@@ -447,6 +409,36 @@ async fn fused_aggregation_under_a_filter() {
         ] {
             check(&fused, &plain, sql, false).await;
         }
+    }
+}
+
+/// For each `(table, text column, fixture)` of `cases`: `GROUP BY` the column is fused
+/// over its raw records, agrees with DataFusion's grouping, and counts each key as often
+/// as python-blosc2's values of the column in `tables.json` hold it.
+async fn check_text_counts(
+    fused: &SessionContext,
+    plain: &SessionContext,
+    cases: &[(&str, &str, &str)],
+) {
+    let want = crate::util::expected_json("tables.json");
+    for &(t, col, fixture) in cases {
+        let sql =
+            format!("SELECT {col}, count(*) FROM {t} GROUP BY {col} ORDER BY {col} NULLS FIRST");
+        check(fused, plain, &sql, true).await;
+        let (got, plan) = run(fused, &sql).await;
+        assert!(
+            plan.contains(&format!("raw_records=[{col}]")),
+            "{sql}\n{plan}"
+        );
+        let mut counts: std::collections::BTreeMap<Option<String>, i64> = Default::default();
+        for v in want[fixture]["columns"][col].as_array().unwrap() {
+            *counts.entry(v.as_str().map(String::from)).or_default() += 1;
+        }
+        assert_eq!(
+            text_counts(&got),
+            counts.into_iter().collect::<Vec<_>>(),
+            "{sql}"
+        );
     }
 }
 
