@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A table's text column that a scan can yield as its stored records
-/// ([`Blosc2Exec::raw_text_column`]), as a consumer grouping them needs to know it.
+/// (`Blosc2Exec::raw_text_column`), as a consumer grouping them needs to know it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawTextColumn {
     /// How its records arrive.
