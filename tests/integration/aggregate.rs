@@ -361,7 +361,8 @@ async fn fused_grouping_by_utf8_items() {
 /// codes, a coordinate, `U<n>` records, UTF-8 items) and ungrouped aggregates, filters
 /// whose value is NULL for some rows, a counted column the filter also reads (so read
 /// whole, not for its nulls alone), on 1–3 partitions, each against DataFusion's plan. A
-/// filter on a text key keeps DataFusion's plan (the key would arrive as records).
+/// filter on a text key keeps DataFusion's plan (the key would arrive as records). A
+/// multi-file table's members each evaluate the filter DataFusion pushed into them.
 #[tokio::test]
 async fn fused_aggregation_under_a_filter() {
     let tables = [
@@ -369,6 +370,7 @@ async fn fused_aggregation_under_a_filter() {
         ("tk", "tests/fixtures/ctable/text-keys.b2d"),
         ("nl", "tests/fixtures/ctable/nulls.b2d"),
         ("geo", "tests/fixtures/b2nd/geom-3d-tiles.b2nd"),
+        ("pt", "tests/fixtures/partitioned/temps"),
     ];
     let fused_queries = [
         "SELECT cat, count(*), sum(i) FROM vd WHERE word = 'w0007' GROUP BY cat ORDER BY cat",
@@ -385,6 +387,10 @@ async fn fused_aggregation_under_a_filter() {
         "SELECT dim_0, count(*), avg(value) FROM geo WHERE value % 3 = 0 GROUP BY dim_0 \
          ORDER BY dim_0",
         "SELECT sum(value), count(*) FROM geo WHERE dim_2 % 5 = 0 AND value % 2 = 1",
+        // A multi-file table: DataFusion pushes the filter into each member of the union.
+        "SELECT count(*), avg(value), min(value), count(value) FROM pt WHERE value > 20",
+        "SELECT dim_0, count(*), max(value) FROM pt WHERE value > 12.5 GROUP BY dim_0 \
+         ORDER BY dim_0",
     ];
     for partitions in [1, 2, 3] {
         let (fused, plain) = contexts(partitions, &tables).await;

@@ -43,7 +43,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal};
-use datafusion::physical_expr::utils::collect_columns;
+use datafusion::physical_expr::utils::{collect_columns, conjunction_opt};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -145,7 +145,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         None => (below, None, None),
     };
     let to_scan = |c: usize| kept.as_ref().map_or(Some(c), |k| k.get(c).copied());
-    let filtered: Vec<usize> = filter.as_ref().map_or(Vec::new(), |f| {
+    let mut filtered: Vec<usize> = filter.as_ref().map_or(Vec::new(), |f| {
         collect_columns(f).iter().map(Column::index).collect()
     });
     // Grouping: none, or one scan column: an array coordinate (exact bounds below), a
@@ -166,6 +166,24 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         Some(_) => return None,
         None => vec![below],
     };
+    // Members that filter (DataFusion pushes a filter over a union into each member;
+    // one without a projection or limit of its own): each fused node evaluates its
+    // member's predicate, after the one above the union if any.
+    let mut member_filters: Vec<Option<Arc<dyn PhysicalExpr>>> = Vec::with_capacity(scans.len());
+    let scans: Vec<&Arc<dyn ExecutionPlan>> = scans
+        .into_iter()
+        .map(|s| match s.downcast_ref::<FilterExec>() {
+            Some(f) if f.projection().is_none() && f.fetch().is_none() && union.is_some() => {
+                filtered.extend(collect_columns(f.predicate()).iter().map(Column::index));
+                member_filters.push(Some(Arc::clone(f.predicate())));
+                f.input()
+            }
+            _ => {
+                member_filters.push(None);
+                s
+            }
+        })
+        .collect();
     let scan_schema = below.schema();
     let mut aggs = agg
         .aggr_expr()
@@ -238,15 +256,23 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             unit_batch_scan(s, &counted_only, &raw)
         })
         .collect::<Option<_>>()?;
-    let fused = |(s, group): (Arc<dyn ExecutionPlan>, Option<Group>)| -> Arc<dyn ExecutionPlan> {
+    let fused = |s: Arc<dyn ExecutionPlan>,
+                 group: Option<Group>,
+                 member: Option<Arc<dyn PhysicalExpr>>|
+     -> Arc<dyn ExecutionPlan> {
         let aggs = aggs.clone();
         let node = Blosc2AggregateExec::new(s, aggs, group, output, Arc::clone(&schema));
-        Arc::new(match &filter {
-            Some(f) => node.with_filter(Arc::clone(f)),
-            None => node,
-        })
+        Arc::new(
+            match conjunction_opt(filter.iter().cloned().chain(member)) {
+                Some(f) => node.with_filter(f),
+                None => node,
+            },
+        )
     };
-    let mut fused: Vec<_> = scans.into_iter().zip(groups).map(fused).collect();
+    let mut fused: Vec<_> = (scans.into_iter().zip(groups))
+        .zip(member_filters)
+        .map(|((s, g), m)| fused(s, g, m))
+        .collect();
     match union {
         Some(_) => UnionExec::try_new(fused).ok(),
         None => fused.pop(),
