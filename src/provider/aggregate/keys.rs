@@ -91,7 +91,10 @@ impl DistinctGroups {
         if new {
             self.add(record, col)?;
         }
-        Ok(self.record_group[e])
+        // A record whose `add` failed has no group: its error ended the query.
+        (self.record_group.get(e).copied()).ok_or_else(|| {
+            DataFusionError::Internal(format!("{}: a record without a group", col.what))
+        })
     }
 
     /// Gives new record `record` of column `col` its group: that of its text, converted
@@ -233,6 +236,12 @@ impl GroupKeys {
                 let d = col
                     .as_dictionary_opt::<Int32Type>()
                     .ok_or_else(|| wrong("is not a dictionary of int32 codes"))?;
+                // No row, no group: an empty batch (a scan unit none of whose rows
+                // matched) may carry an empty dictionary.
+                if d.is_empty() {
+                    self.buf.clear();
+                    return Ok(());
+                }
                 match &self.values {
                     None => {
                         if d.values().len() != self.bound {
@@ -364,6 +373,13 @@ mod tests {
         };
         let mut keys = GroupKeys::new(KeyKind::DictionaryCodes, 4);
         assert_eq!(keys.groups(), 5);
+        // An empty batch over an empty dictionary (a unit none of whose rows matched)
+        // has no group, and does not set the dictionary.
+        let empty = arrow::array::new_empty_array(&DataType::Dictionary(
+            Box::new(DataType::Int32),
+            Box::new(DataType::Utf8),
+        ));
+        assert_eq!(groups(&mut keys, &empty).unwrap(), Vec::<i64>::new());
         let first = batch(vec![Some(0), Some(1), Some(2), None, Some(3)]);
         assert_eq!(groups(&mut keys, &first).unwrap(), [0, 1, 0, 4, 4]);
         let second = batch(vec![Some(2), Some(1)]);
