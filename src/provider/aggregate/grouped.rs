@@ -38,7 +38,8 @@ pub struct GroupedStates {
     /// Rows per group (a group exists once a row has its key).
     rows: Vec<u64>,
     /// Per aggregate: values counted per group, and sums.
-    counts: Vec<Vec<u64>>,
+    /// (`None` for `count(*)`, which counts the rows.)
+    counts: Vec<Option<Vec<u64>>>,
     sums: Vec<Sums>,
 }
 
@@ -47,7 +48,7 @@ impl GroupedStates {
     pub fn new(aggs: &[FusedAggregate], bound: usize) -> Self {
         let mut states = GroupedStates {
             rows: Vec::new(),
-            counts: aggs.iter().map(|_| Vec::new()).collect(),
+            counts: aggs.iter().map(|a| a.column.map(|_| Vec::new())).collect(),
             sums: aggs
                 .iter()
                 .map(|a| match (a.kind, a.sum_type) {
@@ -78,7 +79,7 @@ impl GroupedStates {
             return;
         }
         self.rows.resize(groups, 0);
-        for c in &mut self.counts {
+        for c in self.counts.iter_mut().flatten() {
             c.resize(groups, 0);
         }
         for s in &mut self.sums {
@@ -123,7 +124,7 @@ impl GroupedStates {
         }
         for ((a, counts), sums) in aggs.iter().zip(&mut self.counts).zip(&mut self.sums) {
             // `count(*)`: the rows per group.
-            let Some(c) = a.column else {
+            let (Some(c), Some(counts)) = (a.column, counts) else {
                 continue;
             };
             let col = batch.column(c);
@@ -163,11 +164,8 @@ impl GroupedStates {
         let groups: Vec<usize> = (0..self.rows.len()).filter(|&g| self.rows[g] > 0).collect();
         let mut cols: Vec<ArrayRef> = vec![key(&groups)?];
         for ((a, counts), sums) in aggs.iter().zip(&self.counts).zip(&self.sums) {
-            // `count(*)` counts the rows (`add_batch` keeps no counts of its own for it).
-            let counts = match a.column {
-                Some(_) => counts,
-                None => &self.rows,
-            };
+            // `count(*)` counts the rows (it keeps no counts of its own).
+            let counts = counts.as_deref().unwrap_or(&self.rows);
             let some = |g: usize| counts[g] > 0;
             let count_column = || -> ArrayRef {
                 Arc::new(Int64Array::from_iter_values(

@@ -145,7 +145,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         None => (below, None, None),
     };
     let to_scan = |c: usize| kept.as_ref().map_or(Some(c), |k| k.get(c).copied());
-    let mut filtered: Vec<usize> = filter.as_ref().map_or(Vec::new(), |f| {
+    let mut filter_columns: Vec<usize> = filter.as_ref().map_or(Vec::new(), |f| {
         collect_columns(f).iter().map(Column::index).collect()
     });
     // Grouping: none, or one scan column: an array coordinate (exact bounds below), a
@@ -174,7 +174,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         .into_iter()
         .map(|s| match s.downcast_ref::<FilterExec>() {
             Some(f) if f.projection().is_none() && f.fetch().is_none() && union.is_some() => {
-                filtered.extend(collect_columns(f.predicate()).iter().map(Column::index));
+                filter_columns.extend(collect_columns(f.predicate()).iter().map(Column::index));
                 member_filters.push(Some(Arc::clone(f.predicate())));
                 f.input()
             }
@@ -222,7 +222,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     // not text).
     let groups: Vec<Option<Group>> = match (group_column, &key_type) {
         (Some(c), Some(t)) => {
-            let key_read = aggs.iter().any(|a| a.column == Some(c)) || filtered.contains(&c);
+            let key_read = aggs.iter().any(|a| a.column == Some(c)) || filter_columns.contains(&c);
             scans
                 .iter()
                 .map(|s| group_of(s, c, t, key_read).map(Some))
@@ -236,7 +236,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         .filter_map(|a| a.column)
         .filter(|&c| {
             group_column != Some(c)
-                && !filtered.contains(&c)
+                && !filter_columns.contains(&c)
                 && aggs
                     .iter()
                     .all(|a| a.column != Some(c) || a.kind == AggKind::Count)
