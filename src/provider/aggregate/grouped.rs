@@ -224,31 +224,31 @@ impl GroupedStates {
 /// The grouped aggregation of one partition: its rows' groups ([`GroupKeys`]) and their
 /// states, folded piece by piece. With a `flush` limit (partial states only: the final
 /// aggregation merges rows of one key), the groups of texts past it are output as they
-/// are and counted afresh, so that a column of many distinct texts does not hold them
-/// all.
-pub struct GroupedFold<'a> {
+/// are ([`GroupedFold::take_flushed`]) and counted afresh, so that a column of many
+/// distinct texts does not hold them all.
+pub struct GroupedFold {
     group: Group,
     keys: GroupKeys,
     states: GroupedStates,
-    aggs: &'a [FusedAggregate],
+    aggs: Vec<FusedAggregate>,
     output: super::Output,
-    schema: &'a SchemaRef,
+    schema: SchemaRef,
     flush: Option<usize>,
     flushed: Vec<RecordBatch>,
 }
 
-impl<'a> GroupedFold<'a> {
+impl GroupedFold {
     /// The fold of `aggs` grouped by `group`, producing `output` in `schema` (the key
     /// first).
     pub fn new(
         group: Group,
-        aggs: &'a [FusedAggregate],
+        aggs: Vec<FusedAggregate>,
         output: super::Output,
-        schema: &'a SchemaRef,
+        schema: SchemaRef,
         flush: Option<usize>,
     ) -> Self {
         let keys = GroupKeys::new(group.keys.clone(), group.bound);
-        let states = GroupedStates::new(aggs, keys.groups());
+        let states = GroupedStates::new(&aggs, keys.groups());
         let flush = flush.filter(|_| matches!(group.keys, KeyKind::Text(_)));
         GroupedFold {
             group,
@@ -270,30 +270,36 @@ impl<'a> GroupedFold<'a> {
         let col = batch.column(self.group.column);
         self.keys.map(col)?;
         self.states.grow(self.keys.groups());
-        self.states.add_batch(batch, self.keys.of(col), self.aggs)?;
+        self.states
+            .add_batch(batch, self.keys.of(col), &self.aggs)?;
         if self.flush.is_some_and(|limit| self.states.len() > limit) {
             let out = self.output_states()?;
             self.flushed.push(out);
             self.keys.reset();
-            self.states = GroupedStates::new(self.aggs, self.keys.groups());
+            self.states = GroupedStates::new(&self.aggs, self.keys.groups());
         }
         Ok(())
     }
 
-    /// The output rows: those flushed, then the groups held.
+    /// The rows output since the last call, as the flush limit passed: the caller sends
+    /// them on, so the fold no longer holds them.
+    pub fn take_flushed(&mut self) -> Vec<RecordBatch> {
+        std::mem::take(&mut self.flushed)
+    }
+
+    /// The output rows of the groups held (those flushed are taken by
+    /// [`GroupedFold::take_flushed`]).
     ///
     /// # Errors
     /// Building the key column ([`GroupKeys::column`]) or the batch.
-    pub fn finish(mut self) -> Result<RecordBatch> {
-        let last = self.output_states()?;
-        self.flushed.push(last);
-        Ok(arrow::compute::concat_batches(self.schema, &self.flushed)?)
+    pub fn finish(self) -> Result<RecordBatch> {
+        self.output_states()
     }
 
     fn output_states(&self) -> Result<RecordBatch> {
         let key_type = self.schema.field(0).data_type();
         self.states
-            .output(self.schema, self.aggs, self.output, |g| {
+            .output(&self.schema, &self.aggs, self.output, |g| {
                 self.keys.column(g, key_type)
             })
     }
@@ -573,11 +579,16 @@ mod tests {
             e.1 += i as i64;
         }
         for (flush, output) in [(Some(2), Output::PartialState), (None, Output::Final)] {
-            let mut fold = GroupedFold::new(group.clone(), &aggs, output, &schema, flush);
+            let mut fold =
+                GroupedFold::new(group.clone(), aggs.to_vec(), output, schema.clone(), flush);
+            let mut outs = Vec::new();
             for (from, to) in [(0, 4), (4, 5), (5, 9)] {
                 fold.add(&batch(from, to)).unwrap();
+                outs.extend(fold.take_flushed());
             }
-            let out = fold.finish().unwrap();
+            outs.push(fold.finish().unwrap());
+            assert_eq!(outs.len() > 1, flush.is_some());
+            let out = arrow::compute::concat_batches(&schema, &outs).unwrap();
             let mut got: BTreeMap<String, (i64, i64)> = BTreeMap::new();
             for r in 0..out.num_rows() {
                 let w = out.column(0).as_string::<i32>().value(r).to_string();

@@ -61,7 +61,7 @@ use datafusion::physical_plan::{
 };
 pub use fold::{AggKind, SumType};
 use fold::{AggState, Sum};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use grouped::GroupedFold;
 use keys::KeyKind;
 use std::fmt;
@@ -517,6 +517,8 @@ pub struct Blosc2AggregateExec {
     filter: Option<Arc<dyn PhysicalExpr>>,
     output: Output,
     schema: SchemaRef,
+    /// The most groups of texts kept when computing partial states ([`MAX_TEXT_GROUPS`]).
+    flush_groups: usize,
     props: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -546,6 +548,7 @@ impl Blosc2AggregateExec {
             filter: None,
             output,
             schema,
+            flush_groups: MAX_TEXT_GROUPS,
             props: Arc::new(props),
             metrics: ExecutionPlanMetricsSet::new(),
         }
@@ -638,6 +641,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
         );
         Ok(Arc::new(Self {
             filter: self.filter.clone(),
+            flush_groups: self.flush_groups,
             ..node
         }))
     }
@@ -654,22 +658,43 @@ impl ExecutionPlan for Blosc2AggregateExec {
         let schema = Arc::clone(&self.schema);
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         if let Some(group) = self.group.clone() {
-            let out = futures::stream::once(async move {
-                // Partial states output early, when the groups of texts grow too many.
-                let flush = (output == Output::PartialState).then_some(MAX_TEXT_GROUPS);
-                let mut fold = GroupedFold::new(group, &aggs, output, &schema, flush);
-                while let Some(batch) = input.next().await {
-                    let _t = baseline.elapsed_compute().timer();
-                    let batch = filtered(filter.as_ref(), batch?)?;
-                    for piece in cache_sized(&batch) {
-                        fold.add(&piece)?;
+            // Partial states are output early when the groups of texts grow too many, and
+            // sent on at once: the node holds at most that many groups.
+            let flush = (output == Output::PartialState).then_some(self.flush_groups);
+            let fold = GroupedFold::new(group, aggs, output, Arc::clone(&schema), flush);
+            let start = Some((input, fold, baseline, false));
+            let out = futures::stream::try_unfold(start, move |state| {
+                let filter = filter.clone();
+                async move {
+                    // `sent`: whether rows were flushed before.
+                    let Some((mut input, mut fold, baseline, sent)) = state else {
+                        return Ok::<_, DataFusionError>(None);
+                    };
+                    while let Some(batch) = input.next().await {
+                        let _t = baseline.elapsed_compute().timer();
+                        let batch = filtered(filter.as_ref(), batch?)?;
+                        for piece in cache_sized(&batch) {
+                            fold.add(&piece)?;
+                        }
+                        let flushed = fold.take_flushed();
+                        if !flushed.is_empty() {
+                            flushed
+                                .iter()
+                                .for_each(|b| baseline.record_output(b.num_rows()));
+                            drop(_t); // It borrows `baseline`, which moves on.
+                            return Ok(Some((flushed, Some((input, fold, baseline, true)))));
+                        }
                     }
+                    let batch = fold.finish()?;
+                    baseline.record_output(batch.num_rows());
+                    baseline.done();
+                    // An empty last batch only when it is the whole output.
+                    let last = (batch.num_rows() > 0 || !sent).then_some(batch);
+                    Ok(Some((last.into_iter().collect(), None)))
                 }
-                let batch = fold.finish()?;
-                baseline.record_output(batch.num_rows());
-                baseline.done();
-                Ok(batch)
-            });
+            })
+            .map_ok(|batches| futures::stream::iter(batches.into_iter().map(Ok)))
+            .try_flatten();
             return Ok(Box::pin(RecordBatchStreamAdapter::new(
                 Arc::clone(&self.schema),
                 out,
@@ -765,4 +790,84 @@ fn output_batch(
         }
     }
     Ok(RecordBatch::try_new(Arc::clone(schema), cols)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrow_reader::reader::RawText;
+    use crate::provider::exec::RawTextColumn;
+    use arrow::array::{AsArray, LargeBinaryArray};
+    use arrow::datatypes::{Field, Int64Type, Schema};
+    use datafusion::datasource::memory::MemorySourceConfig;
+    use std::collections::BTreeMap;
+
+    /// Partial states grouped by UTF-8 items, with a flush limit of 3 groups: the rows
+    /// flushed leave the node as separate batches while it still reads its input, and
+    /// merged per key they give each key's count.
+    #[tokio::test]
+    async fn flushed_text_groups_stream_out() {
+        let words = ["a", "b", "c", "d", "a", "e", "f", "g", "b", "a", "b", "i"];
+        let input_schema = Arc::new(Schema::new(vec![Field::new(
+            "w",
+            DataType::LargeBinary,
+            true,
+        )]));
+        let batches: Vec<RecordBatch> = words
+            .chunks(4)
+            .map(|ws| {
+                let col = LargeBinaryArray::from_iter_values(ws.iter().map(|w| w.as_bytes()));
+                RecordBatch::try_new(Arc::clone(&input_schema), vec![Arc::new(col)]).unwrap()
+            })
+            .collect();
+        let input = MemorySourceConfig::try_new_exec(&[batches], input_schema, None).unwrap();
+        let count = FusedAggregate {
+            kind: AggKind::Count,
+            column: None,
+            sum_type: None,
+            value_type: None,
+            name: "count(*)".into(),
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("w", DataType::Utf8, true),
+            Field::new("count(*)", DataType::Int64, false),
+        ]));
+        let group = Group {
+            column: 0,
+            bound: 0,
+            keys: KeyKind::Text(RawTextColumn {
+                raw: RawText::Utf8,
+                null_text: None,
+                what: "test".into(),
+            }),
+        };
+        let mut node = Blosc2AggregateExec::new(
+            input,
+            vec![count],
+            Some(group),
+            Output::PartialState,
+            schema,
+        );
+        node.flush_groups = 3;
+        let stream = node.execute(0, Arc::new(TaskContext::default())).unwrap();
+        let out: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+        // The limit counts the group of nulls: groups a-d pass it in the first batch, a
+        // and e-g in the second, b, a and i in the third; no group is left.
+        assert_eq!(
+            out.iter().map(|b| b.num_rows()).collect::<Vec<_>>(),
+            [4, 4, 3]
+        );
+        let mut got: BTreeMap<String, i64> = BTreeMap::new();
+        for b in &out {
+            for r in 0..b.num_rows() {
+                let w = b.column(0).as_string::<i32>().value(r).to_string();
+                *got.entry(w).or_default() += b.column(1).as_primitive::<Int64Type>().value(r);
+            }
+        }
+        let mut want: BTreeMap<String, i64> = BTreeMap::new();
+        for w in words {
+            *want.entry(w.to_string()).or_default() += 1;
+        }
+        assert_eq!(got, want);
+    }
 }
