@@ -28,6 +28,11 @@ impl MemberValue {
     pub fn new(value: ScalarValue) -> Self {
         MemberValue { value }
     }
+
+    /// The path column's value in this member.
+    pub fn value(&self) -> &ScalarValue {
+        &self.value
+    }
 }
 
 impl fmt::Display for MemberValue {

@@ -422,6 +422,63 @@ async fn fused_aggregation_under_a_filter() {
     }
 }
 
+/// A directory partitioned by `year=`/`station=` (hive path columns, constant in each
+/// member file) grouped by its path columns: each member's fused node folds its rows
+/// ungrouped and outputs them under its keys, with filters over the member's projection
+/// (reading path columns too) and members left with no row (no group). Grouping by a
+/// path column and a stored column keeps DataFusion's plan.
+#[tokio::test]
+async fn fused_grouping_by_path_columns() {
+    let tables = [("pt", "tests/fixtures/partitioned/temps")];
+    let fused_queries = [
+        "SELECT station, count(*), avg(value), min(value), max(value) FROM pt GROUP BY station \
+         ORDER BY station",
+        "SELECT year, station, count(*), sum(value), count(value) FROM pt GROUP BY year, station \
+         ORDER BY year, station",
+        "SELECT filename, count(*), max(value) FROM pt GROUP BY filename ORDER BY filename",
+        "SELECT station, count(*), sum(value) FROM pt WHERE value > 12.5 GROUP BY station \
+         ORDER BY station",
+        // Filters reading a path column the query does not group by.
+        "SELECT station, count(*), min(value) FROM pt WHERE value > 14 OR year = 2023 \
+         GROUP BY station ORDER BY station",
+        "SELECT count(*), avg(value), max(value) FROM pt WHERE value > 14 OR station = 'north'",
+        // Some members keep no row, then none does.
+        "SELECT year, count(*), min(value) FROM pt WHERE value > 18 GROUP BY year ORDER BY year",
+        "SELECT station, count(*) FROM pt WHERE value > 100 GROUP BY station ORDER BY station",
+        // A coordinate read through the members' projections.
+        "SELECT dim_0, count(*), sum(value) FROM pt WHERE year = 2024 OR value < 9 \
+         GROUP BY dim_0 ORDER BY dim_0",
+    ];
+    for partitions in [1, 2, 3] {
+        let (fused, plain) = contexts(partitions, &tables).await;
+        for sql in fused_queries {
+            check(&fused, &plain, sql, true).await;
+            let (_, plan) = run(&fused, sql).await;
+            // Every member fused: DataFusion keeps no partial aggregation or filter.
+            let partial = |l: &str| l.trim_start().starts_with("AggregateExec: mode=Partial");
+            assert!(!plan.lines().any(partial), "{sql}\n{plan}");
+            assert!(!plan.contains("FilterExec"), "{sql}\n{plan}");
+        }
+        let (got, plan) = run(&fused, fused_queries[1]).await;
+        assert!(
+            plan.contains("gby=[year=2023, station=south east]"),
+            "{plan}"
+        );
+        let rows: usize = got.iter().map(RecordBatch::num_rows).sum();
+        assert_eq!(rows, 3);
+        let (got, _) = run(&fused, fused_queries[7]).await;
+        assert_eq!(got.iter().map(RecordBatch::num_rows).sum::<usize>(), 0);
+        check(
+            &fused,
+            &plain,
+            "SELECT station, dim_0, count(*) FROM pt GROUP BY station, dim_0 \
+             ORDER BY station, dim_0",
+            false,
+        )
+        .await;
+    }
+}
+
 /// For each `(table, text column, fixture)` of `cases`: `GROUP BY` the column is fused
 /// over its raw records, agrees with DataFusion's grouping, and counts each key as often
 /// as python-blosc2's values of the column in `tables.json` hold it.

@@ -35,8 +35,10 @@ mod keys;
 mod records;
 
 use super::exec::Blosc2Exec;
+use super::member_value::MemberValue;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::ScalarValue;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::error::{DataFusionError, Result};
@@ -145,17 +147,20 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         None => (below, None, None),
     };
     let to_scan = |c: usize| kept.as_ref().map_or(Some(c), |k| k.get(c).copied());
-    let mut filter_columns: Vec<usize> = filter.as_ref().map_or(Vec::new(), |f| {
-        collect_columns(f).iter().map(Column::index).collect()
-    });
-    // Grouping: none, or one scan column: an array coordinate (exact bounds below), a
-    // dictionary column or a `U<n>` column.
-    let group_column = match agg.group_expr() {
-        g if g.is_empty() => None,
-        g if g.is_single() && g.expr().len() == 1 => match resolve(&g.expr()[0].0, projection)? {
-            Arg::Column(c, None) => Some(to_scan(c)?),
-            _ => return None,
-        },
+    // Grouping: none, one scan column (an array coordinate, a dictionary column or a
+    // text column), or columns that are constant in each member of a multi-file table
+    // (hive partition keys): numbered in the union's columns here, mapped into each
+    // member's scan below.
+    let group_columns: Vec<usize> = match agg.group_expr() {
+        g if g.is_empty() => Vec::new(),
+        g if g.is_single() => g
+            .expr()
+            .iter()
+            .map(|(e, _)| match resolve(e, projection)? {
+                Arg::Column(c, None) => to_scan(c),
+                _ => None,
+            })
+            .collect::<Option<_>>()?,
         _ => return None,
     };
     // The scans: one, or a multi-file table's union of them (whose partitions are its
@@ -167,24 +172,31 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         None => vec![below],
     };
     // Members that filter (DataFusion pushes a filter over a union into each member;
-    // one without a projection or limit of its own): each fused node evaluates its
-    // member's predicate, after the one above the union if any.
-    let mut member_filters: Vec<Option<Arc<dyn PhysicalExpr>>> = Vec::with_capacity(scans.len());
-    let scans: Vec<&Arc<dyn ExecutionPlan>> = scans
-        .into_iter()
-        .map(|s| match s.downcast_ref::<FilterExec>() {
-            Some(f) if f.projection().is_none() && f.fetch().is_none() && union.is_some() => {
-                filter_columns.extend(collect_columns(f.predicate()).iter().map(Column::index));
-                member_filters.push(Some(Arc::clone(f.predicate())));
-                f.input()
-            }
-            _ => {
-                member_filters.push(None);
-                s
-            }
-        })
-        .collect();
-    let scan_schema = below.schema();
+    // one without a limit of its own): each fused node evaluates its member's predicate,
+    // after the one above the union if any. Members that add path columns (a projection
+    // of scan columns and member values) are read through it.
+    let mut members: Vec<Member> = Vec::with_capacity(scans.len());
+    for s in scans {
+        let (s, member_filter, kept) = match s.downcast_ref::<FilterExec>() {
+            Some(f) if f.fetch().is_none() && union.is_some() => (
+                f.input(),
+                Some(Arc::clone(f.predicate())),
+                f.projection().clone(),
+            ),
+            _ => (s, None, None),
+        };
+        let (scan, sources) = match s.downcast_ref::<ProjectionExec>() {
+            Some(p) if union.is_some() => (p.input(), Some(member_sources(p))),
+            _ => (s, None),
+        };
+        members.push(Member {
+            scan,
+            filter: member_filter,
+            kept,
+            sources,
+        });
+    }
+    let union_schema = below.schema();
     let mut aggs = agg
         .aggr_expr()
         .iter()
@@ -204,79 +216,197 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     let extremes_only = aggs
         .iter()
         .all(|a| matches!(a.kind, AggKind::Min | AggKind::Max));
-    if group_column.is_none() && extremes_only && scans.iter().any(|s| has_mapped_zones(s)) {
+    if group_columns.is_empty() && extremes_only && members.iter().any(|m| has_mapped_zones(m.scan))
+    {
         return None;
     }
     let schema = agg.schema();
-    let key_type = group_column.map(|c| scan_schema.field(c).data_type().clone());
-    let types = key_type
-        .clone()
-        .into_iter()
-        .chain(output_types(&aggs, output));
+    let key_types: Vec<DataType> = group_columns
+        .iter()
+        .map(|&c| union_schema.field(c).data_type().clone())
+        .collect();
+    let types = key_types.iter().cloned().chain(output_types(&aggs, output));
     if !types.eq(schema.fields().iter().map(|f| f.data_type().clone())) {
         return None;
     }
-    // Each scan's grouping: by a coordinate (bound by its exact range in the scan's
-    // statistics), a dictionary column's codes (bound by the dictionary's length) or a
-    // text column's records (no aggregate or filter reading it: they would see records,
-    // not text).
-    let groups: Vec<Option<Group>> = match (group_column, &key_type) {
-        (Some(c), Some(t)) => {
-            let key_read = aggs.iter().any(|a| a.column == Some(c)) || filter_columns.contains(&c);
-            scans
-                .iter()
-                .map(|s| group_of(s, c, t, key_read).map(Some))
-                .collect::<Option<_>>()?
-        }
-        _ => scans.iter().map(|_| None).collect(),
-    };
-    // Columns only counted (not filtered on): read for their nulls alone.
-    let counted_only: Vec<usize> = aggs
+    // Each member's fused node, over its scan's own columns. Its grouping: by a
+    // coordinate (bound by its exact range in the scan's statistics), a dictionary
+    // column's codes (bound by the dictionary's length), a text column's records (no
+    // aggregate or filter reading it: they would see records, not text), or by keys
+    // constant in the member. Its scan is rebuilt only once the aggregates are known to
+    // fuse (a rebuild copies the scan's unit lists).
+    let fused = members
         .iter()
-        .filter_map(|a| a.column)
-        .filter(|&c| {
-            group_column != Some(c)
-                && !filter_columns.contains(&c)
-                && aggs
-                    .iter()
-                    .all(|a| a.column != Some(c) || a.kind == AggKind::Count)
-        })
-        .collect();
-    // Rebuilt only once the aggregates are known to fuse (a rebuild copies the scan's
-    // unit lists).
-    let scans: Vec<_> = scans
-        .into_iter()
-        .zip(&groups)
-        .map(|(s, g)| {
-            let raw: Vec<usize> = g
+        .map(|m| {
+            let scan_column = |c: usize| match m.source(c)? {
+                Source::Scan(j) => Some(j),
+                Source::Constant(_) => None,
+            };
+            let member_aggs = aggs
+                .iter()
+                .map(|a| {
+                    let column = match a.column {
+                        Some(c) => Some(scan_column(c)?),
+                        None => None,
+                    };
+                    Some(FusedAggregate {
+                        column,
+                        ..a.clone()
+                    })
+                })
+                .collect::<Option<Vec<_>>>()?;
+            let predicate = (filter.iter().map(|f| m.to_scan_expr(f, true)))
+                .chain(m.filter.iter().map(|f| m.to_scan_expr(f, false)))
+                .collect::<Option<Vec<_>>>()?;
+            let filter_columns: Vec<usize> = (predicate.iter())
+                .flat_map(|f| collect_columns(f).into_iter().map(|c| c.index()))
+                .collect();
+            let sources: Vec<Source> = group_columns
+                .iter()
+                .map(|&c| m.source(c))
+                .collect::<Option<_>>()?;
+            let (group, keys) = match (sources.as_slice(), key_types.as_slice()) {
+                ([], _) => (None, Vec::new()),
+                ([Source::Scan(j)], [t]) => {
+                    let key_read = member_aggs.iter().any(|a| a.column == Some(*j))
+                        || filter_columns.contains(j);
+                    (Some(group_of(m.scan, *j, t, key_read)?), Vec::new())
+                }
+                (all, _) => {
+                    let constants = all.iter().map(|s| match s {
+                        Source::Constant(v) => Some(v.clone()),
+                        Source::Scan(_) => None,
+                    });
+                    (None, constants.collect::<Option<_>>()?)
+                }
+            };
+            // Columns only counted (not filtered on): read for their nulls alone.
+            let key_column = group.as_ref().map(|g| g.column);
+            let counted_only: Vec<usize> = (member_aggs.iter().filter_map(|a| a.column))
+                .filter(|&c| {
+                    key_column != Some(c)
+                        && !filter_columns.contains(&c)
+                        && (member_aggs.iter())
+                            .all(|a| a.column != Some(c) || a.kind == AggKind::Count)
+                })
+                .collect();
+            let raw: Vec<usize> = group
                 .iter()
                 .filter(|g| matches!(g.keys, KeyKind::Text(_)))
                 .map(|g| g.column)
                 .collect();
-            unit_batch_scan(s, &counted_only, &raw)
-        })
-        .collect::<Option<_>>()?;
-    let fused = |s: Arc<dyn ExecutionPlan>,
-                 group: Option<Group>,
-                 member: Option<Arc<dyn PhysicalExpr>>|
-     -> Arc<dyn ExecutionPlan> {
-        let aggs = aggs.clone();
-        let node = Blosc2AggregateExec::new(s, aggs, group, output, Arc::clone(&schema));
-        Arc::new(
-            match conjunction_opt(filter.iter().cloned().chain(member)) {
+            let scan = unit_batch_scan(m.scan, &counted_only, &raw)?;
+            let node =
+                Blosc2AggregateExec::new(scan, member_aggs, group, output, Arc::clone(&schema))
+                    .with_constant_keys(keys);
+            let node: Arc<dyn ExecutionPlan> = Arc::new(match conjunction_opt(predicate) {
                 Some(f) => node.with_filter(f),
                 None => node,
-            },
-        )
-    };
-    let mut fused: Vec<_> = (scans.into_iter().zip(groups))
-        .zip(member_filters)
-        .map(|((s, g), m)| fused(s, g, m))
-        .collect();
+            });
+            Some(node)
+        })
+        .collect::<Option<Vec<_>>>()?;
     match union {
         Some(_) => UnionExec::try_new(fused).ok(),
-        None => fused.pop(),
+        None => fused.into_iter().next(),
     }
+}
+
+/// Where a column of a multi-file table's union comes from in one member.
+#[derive(Debug, Clone)]
+enum Source {
+    /// The member scan's column at this index.
+    Scan(usize),
+    /// A value constant in the member (a path column's).
+    Constant(ScalarValue),
+}
+
+/// One member of a fused aggregation's input: its scan, the predicate it filters by, and
+/// the sources of the union's columns when it reads them through a projection.
+struct Member<'a> {
+    scan: &'a Arc<dyn ExecutionPlan>,
+    /// Over the columns of the member's projection (the scan's if none).
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    /// The columns of the projection that the filter keeps, as the union's (`None`: all).
+    kept: Option<Arc<[usize]>>,
+    /// Per union column, its source (`None`: an expression the node cannot read); `None`
+    /// when the union's columns are the scan's.
+    sources: Option<Vec<Option<Source>>>,
+}
+
+impl Member<'_> {
+    /// The source of union column `c` in this member.
+    fn source(&self, c: usize) -> Option<Source> {
+        let c = match &self.kept {
+            Some(k) => *k.get(c)?,
+            None => c,
+        };
+        self.projected_source(c)
+    }
+
+    /// The source of column `c` of the member's projection.
+    fn projected_source(&self, c: usize) -> Option<Source> {
+        match &self.sources {
+            None => Some(Source::Scan(c)),
+            Some(s) => s.get(c)?.clone(),
+        }
+    }
+
+    /// `e` over the member scan's columns: its columns renumbered, its member constants
+    /// as literals. `e` is over the union's columns if `over_union`, else over the
+    /// member's projection (as the member's own filter is).
+    fn to_scan_expr(
+        &self,
+        e: &Arc<dyn PhysicalExpr>,
+        over_union: bool,
+    ) -> Option<Arc<dyn PhysicalExpr>> {
+        if self.sources.is_none() && (self.kept.is_none() || !over_union) {
+            return Some(Arc::clone(e));
+        }
+        let scan_schema = self.scan.schema();
+        let mut readable = true;
+        let out = Arc::clone(e)
+            .transform(|x| {
+                let Some(c) = x.downcast_ref::<Column>() else {
+                    return Ok(Transformed::no(x));
+                };
+                let source = match over_union {
+                    true => self.source(c.index()),
+                    false => self.projected_source(c.index()),
+                };
+                let to: Arc<dyn PhysicalExpr> = match source {
+                    Some(Source::Scan(j)) => Arc::new(Column::new(scan_schema.field(j).name(), j)),
+                    Some(Source::Constant(v)) => Arc::new(Literal::new(v)),
+                    None => {
+                        readable = false;
+                        return Ok(Transformed::no(x));
+                    }
+                };
+                Ok(Transformed::yes(to))
+            })
+            .ok()?
+            .data;
+        readable.then_some(out)
+    }
+}
+
+/// The sources of the columns a member's projection yields: scan columns, member values
+/// and literals; `None` for any other expression.
+fn member_sources(p: &ProjectionExec) -> Vec<Option<Source>> {
+    p.expr()
+        .iter()
+        .map(|e| {
+            let e = &e.expr;
+            if let Some(c) = e.downcast_ref::<Column>() {
+                Some(Source::Scan(c.index()))
+            } else if let Some(v) = e.downcast_ref::<MemberValue>() {
+                Some(Source::Constant(v.value().clone()))
+            } else {
+                e.downcast_ref::<Literal>()
+                    .map(|l| Source::Constant(l.value().clone()))
+            }
+        })
+        .collect()
 }
 
 /// The most groups a fused node keeps (dense states: 24 bytes per group and aggregate).
@@ -515,6 +645,9 @@ pub struct Blosc2AggregateExec {
     group: Option<Group>,
     /// A predicate over the input's batches: only the rows it holds true for are folded.
     filter: Option<Arc<dyn PhysicalExpr>>,
+    /// Group keys constant over the whole input (a member's path columns): the
+    /// ungrouped aggregates, after these keys, in one row, or none without input rows.
+    constant_keys: Vec<ScalarValue>,
     output: Output,
     schema: SchemaRef,
     /// The most groups of texts kept when computing partial states ([`MAX_TEXT_GROUPS`]).
@@ -546,6 +679,7 @@ impl Blosc2AggregateExec {
             aggs,
             group,
             filter: None,
+            constant_keys: Vec::new(),
             output,
             schema,
             flush_groups: MAX_TEXT_GROUPS,
@@ -558,6 +692,16 @@ impl Blosc2AggregateExec {
     /// input's schema) is true: the filter of a `FilterExec` it replaces as well.
     pub fn with_filter(mut self, predicate: Arc<dyn PhysicalExpr>) -> Self {
         self.filter = Some(predicate);
+        self
+    }
+
+    /// This aggregation grouped by `keys`, the values of the first columns of its schema,
+    /// constant over its whole input (a member's path columns, as `GROUP BY station`
+    /// over a directory partitioned by `station=…`), and by nothing else: one row of
+    /// the keys and the aggregates, or none where no input row passes the filter. No keys
+    /// leave it as it is.
+    pub fn with_constant_keys(mut self, keys: Vec<ScalarValue>) -> Self {
+        self.constant_keys = keys;
         self
     }
 
@@ -594,6 +738,12 @@ impl DisplayAs for Blosc2AggregateExec {
         write!(f, "Blosc2AggregateExec: mode={mode}, ")?;
         if self.group.is_some() {
             write!(f, "gby=[{}], ", self.schema.field(0).name())?;
+        }
+        if !self.constant_keys.is_empty() {
+            let keys: Vec<String> = (self.schema.fields().iter().zip(&self.constant_keys))
+                .map(|(f, v)| format!("{}={v}", f.name()))
+                .collect();
+            write!(f, "gby=[{}], ", keys.join(", "))?;
         }
         write!(f, "aggr=[{}]", names.join(", "))?;
         if let Some(p) = &self.filter {
@@ -641,6 +791,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
         );
         Ok(Arc::new(Self {
             filter: self.filter.clone(),
+            constant_keys: self.constant_keys.clone(),
             flush_groups: self.flush_groups,
             ..node
         }))
@@ -657,6 +808,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
         let output = self.output;
         let schema = Arc::clone(&self.schema);
         let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let keys = self.constant_keys.clone();
         if let Some(group) = self.group.clone() {
             // Partial states are output early when the groups of texts grow too many, and
             // sent on at once: the node holds at most that many groups.
@@ -706,9 +858,11 @@ impl ExecutionPlan for Blosc2AggregateExec {
                 // `count` keeps no sum; any sum type does.
                 .map(|a| AggState::new(a.sum_type.unwrap_or(SumType::I64)))
                 .collect();
+            let mut rows = 0;
             while let Some(batch) = input.next().await {
                 let _t = baseline.elapsed_compute().timer();
                 let batch = filtered(filter.as_ref(), batch?)?;
+                rows += batch.num_rows();
                 for batch in cache_sized(&batch) {
                     for (a, s) in aggs.iter().zip(&mut states) {
                         match (a.kind, a.column) {
@@ -722,7 +876,18 @@ impl ExecutionPlan for Blosc2AggregateExec {
                     }
                 }
             }
-            let batch = output_batch(&schema, &aggs, output, &states)?;
+            let batch = match keys.as_slice() {
+                [] => output_batch(&schema, Vec::new(), &aggs, output, &states)?,
+                _ if rows == 0 => RecordBatch::new_empty(Arc::clone(&schema)),
+                _ => {
+                    let keys = keys.iter().zip(schema.fields()).map(|(k, f)| {
+                        let key = k.to_array_of_size(1)?;
+                        Ok(arrow::compute::cast(&key, f.data_type())?)
+                    });
+                    let keys = keys.collect::<Result<Vec<_>>>()?;
+                    output_batch(&schema, keys, &aggs, output, &states)?
+                }
+            };
             baseline.record_output(batch.num_rows());
             baseline.done();
             Ok(batch)
@@ -751,15 +916,17 @@ fn cache_sized(batch: &RecordBatch) -> impl Iterator<Item = RecordBatch> + '_ {
         .map(move |at| batch.slice(at, PIECE_ROWS.min(n - at)))
 }
 
-/// The one output row: per aggregate, the columns [`output_types`] lists. A sum or
-/// average over no non-null value is null, as in DataFusion.
+/// The one output row: the `keys` columns, then per aggregate the columns
+/// [`output_types`] lists. A sum or average over no non-null value is null, as in
+/// DataFusion.
 fn output_batch(
     schema: &SchemaRef,
+    keys: Vec<ArrayRef>,
     aggs: &[FusedAggregate],
     output: Output,
     states: &[AggState],
 ) -> Result<RecordBatch> {
-    let mut cols: Vec<ArrayRef> = Vec::new();
+    let mut cols = keys;
     for (a, s) in aggs.iter().zip(states) {
         let sum: ArrayRef = match (s.count > 0, s.sum) {
             (true, Sum::I64(x)) => Arc::new(Int64Array::from(vec![x])),
