@@ -11,12 +11,16 @@
 //! stored records (`Blosc2Exec::with_raw_records`: UTF-32 records, unchecked UTF-8 items)
 //! and the node numbers them in a hash table of its own (`records.rs`), converting or
 //! checking each distinct one once, where DataFusion's plan converted or checked every
-//! value, built a string array and then hashed the strings.
+//! value, built a string array and then hashed the strings. Grouped by the path columns
+//! of a partitioned directory (`GROUP BY station` over `station=…/` members), each
+//! member's node folds its rows ungrouped and outputs them under the member's constant
+//! keys ([`Blosc2AggregateExec::with_constant_keys`]).
 //!
 //! [`Blosc2AggregatePushdown`] is a physical optimizer rule. It replaces
 //! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and casts, then
 //! a `FilterExec`, whose predicate the fused node evaluates on each batch) over a
-//! `Blosc2Exec` (optionally in DataFusion's `CooperativeExec`) with a
+//! `Blosc2Exec` (optionally in DataFusion's `CooperativeExec`; in a multi-file table,
+//! optionally under the member's projection of its path columns) with a
 //! [`Blosc2AggregateExec`] that yields the same partial state, one row per partition, so
 //! DataFusion's final aggregation above it is unchanged. A one-partition scan under
 //! `AggregateExec(Single)` gets the aggregates' values the same way; a multi-file table (a
@@ -25,8 +29,9 @@
 //! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan once earlier scans mapped
 //! zones of the scan (its dynamic filter then skips units on them). Anything the rule
 //! does not recognise exactly (grouping by anything but one coordinate, dictionary
-//! column or text column no aggregate or filter reads, `DISTINCT`, `FILTER`, other functions,
-//! decimals, casts that are not widenings, a group limit) keeps DataFusion's plan.
+//! column or text column no aggregate or filter reads, or by path columns alone;
+//! `DISTINCT`, `FILTER`, other functions, decimals, casts that are not widenings, a group
+//! limit) keeps DataFusion's plan.
 
 pub(crate) mod extremes;
 mod fold;
