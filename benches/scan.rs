@@ -14,8 +14,9 @@
 //! default writer settings) from the ZSTD Blosc2 tables, so both sides hold the same
 //! values. The table is printed at the end and written to `target/bench-data/scan-table.md`,
 //! with a second one for the single-file arrays read as DataFusion listing tables
-//! (`Blosc2Format`) beside the table provider and Parquet, and a third for a table of
-//! 200 small files (`parts`) read the three ways.
+//! (`Blosc2Format`) beside the table provider and Parquet, a third for a table of
+//! 200 small files (`parts`) read the three ways, and a fourth for a directory
+//! partitioned by `year=`/`station=` (`hive`), grouped by its partition columns.
 
 use criterion::Criterion;
 use datafusion::datasource::MemTable;
@@ -379,20 +380,59 @@ fn listing_table(
     )
 }
 
-/// Queries over `parts` (the walk as 200 files of 50,000 values): a full aggregate, a
-/// little of every file, half of every file.
-const MANY_FILES: &[&str] = &[
-    "SELECT sum(value) FROM parts_{c}",
-    "SELECT count(*), sum(value) FROM parts_{c} WHERE dim_0 BETWEEN 100 AND 199",
-    "SELECT max(value) FROM parts_{c} WHERE dim_0 < 25000",
-];
+/// A data set of many files, read three ways ([`many_files_table`]).
+struct FileSet {
+    /// Its directory's name before `-{codec}`; the Parquet copy is `{name}.parquet/`.
+    name: &'static str,
+    /// Its hive partition columns (`key=value` directories), outermost first.
+    partitions: &'static [&'static str],
+    /// `{c}` is the codec.
+    queries: &'static [&'static str],
+    /// The table's heading.
+    about: &'static str,
+}
 
-/// A table of many small files (`parts-{c}/`): the table provider over the directory,
-/// a DataFusion listing table over it, and Parquet (one file per part, written by
-/// DataFusion from each part), in the same rounds. What it times beyond the scans is
-/// per-file work: listing, opening, planning.
-fn many_files_table(rt: &tokio::runtime::Runtime, threads: usize, only: &str) -> String {
+/// `parts`: the walk as 200 files of 50,000 values. Queries: a full aggregate, a little of
+/// every file, half of every file.
+const MANY_FILES: FileSet = FileSet {
+    name: "parts",
+    partitions: &[],
+    queries: &[
+        "SELECT sum(value) FROM parts_{c}",
+        "SELECT count(*), sum(value) FROM parts_{c} WHERE dim_0 BETWEEN 100 AND 199",
+        "SELECT max(value) FROM parts_{c} WHERE dim_0 < 25000",
+    ],
+    about: "200 files",
+};
+
+/// `hive`: the walk as 16 files of 625,000 values in `year=…/station=…/` directories.
+/// Queries: grouped by the partition columns, whole and under a filter.
+const HIVE_FILES: FileSet = FileSet {
+    name: "hive",
+    partitions: &["year", "station"],
+    queries: &[
+        "SELECT station, count(*), avg(value), max(value) FROM hive_{c} GROUP BY station \
+         ORDER BY station",
+        "SELECT year, station, sum(value) FROM hive_{c} WHERE value > 0 \
+         GROUP BY year, station ORDER BY year, station",
+    ],
+    about: "16 files in year=/station= directories",
+};
+
+/// A table of many files (`{name}-{c}/`): the table provider over the directory, a
+/// DataFusion listing table over it, and Parquet (one file per member, written by
+/// DataFusion from the members), in the same rounds. What it times beyond the scans is
+/// per-file work (listing, opening, planning) and what each side does with the files'
+/// partition values.
+fn many_files_table(
+    rt: &tokio::runtime::Runtime,
+    threads: usize,
+    only: &str,
+    set: &FileSet,
+) -> String {
+    use datafusion::arrow::datatypes::DataType;
     use datafusion::datasource::listing::ListingOptions;
+    use datafusion::prelude::ParquetReadOptions;
     use datafusion_blosc2::provider::Blosc2Format;
     let cfg = || SessionConfig::new().with_target_partitions(threads);
     let (b2, lt, pq) = (
@@ -400,39 +440,65 @@ fn many_files_table(rt: &tokio::runtime::Runtime, threads: usize, only: &str) ->
         SessionContext::new_with_config(cfg()),
         SessionContext::new_with_config(cfg()),
     );
+    let partition_cols = || -> Vec<(String, DataType)> {
+        (set.partitions.iter())
+            .map(|p| (p.to_string(), DataType::Utf8))
+            .collect()
+    };
     for c in CODECS {
-        let dir = data_dir().join(format!("parts-{c}"));
-        let name = format!("parts_{c}");
+        let dir = data_dir().join(format!("{}-{c}", set.name));
+        let name = format!("{}_{c}", set.name);
         rt.block_on(b2.register_blosc2(&name, dir.to_str().unwrap(), Blosc2Options::default()))
             .unwrap();
-        let options = ListingOptions::new(Arc::new(Blosc2Format::default()));
+        let options = ListingOptions::new(Arc::new(Blosc2Format::default()))
+            .with_table_partition_cols(partition_cols());
         let url = format!("{}/", dir.display());
         rt.block_on(lt.register_listing_table(&name, &url, options, None, None))
             .unwrap();
     }
-    let parquet = data_dir().join("parts.parquet");
-    if !parquet.join("part-199.parquet").exists() {
+    let parquet = data_dir().join(format!("{}.parquet", set.name));
+    if !parquet.join("_complete").exists() {
+        let _ = std::fs::remove_dir_all(&parquet);
         std::fs::create_dir_all(&parquet).unwrap();
-        let one = SessionContext::new();
-        for k in 0..200 {
-            let part = data_dir().join(format!("parts-zstd/part-{k:03}.b2nd"));
-            let out = parquet.join(format!("part-{k:03}.parquet"));
-            rt.block_on(async {
-                one.register_blosc2("p", part.to_str().unwrap(), Blosc2Options::default())
-                    .await
-                    .unwrap();
-                write_parquet(&one, "p", &out).await;
-                one.deregister_table("p").unwrap();
-            });
+        let source = data_dir().join(format!("{}-zstd", set.name));
+        if set.partitions.is_empty() {
+            let one = SessionContext::new();
+            let mut members: Vec<_> = std::fs::read_dir(&source)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            members.sort();
+            for part in members {
+                let stem = part.file_stem().unwrap().to_str().unwrap().to_string();
+                let out = parquet.join(format!("{stem}.parquet"));
+                rt.block_on(async {
+                    one.register_blosc2("p", part.to_str().unwrap(), Blosc2Options::default())
+                        .await
+                        .unwrap();
+                    write_parquet(&one, "p", &out).await;
+                    one.deregister_table("p").unwrap();
+                });
+            }
+        } else {
+            // DataFusion writes the partitions' directories itself.
+            let sql = format!(
+                "COPY (SELECT * FROM {}_zstd) TO '{}/' STORED AS PARQUET PARTITIONED BY ({})",
+                set.name,
+                parquet.display(),
+                set.partitions.join(", ")
+            );
+            rt.block_on(async { b2.sql(&sql).await.unwrap().collect().await.unwrap() });
         }
+        std::fs::write(parquet.join("_complete"), "").unwrap();
     }
     for c in CODECS {
         let url = format!("{}/", parquet.display());
-        rt.block_on(pq.register_parquet(format!("parts_{c}"), &url, Default::default()))
+        let options = ParquetReadOptions::default().table_partition_cols(partition_cols());
+        rt.block_on(pq.register_parquet(format!("{}_{c}", set.name), &url, options))
             .unwrap();
     }
     let mut rows = Vec::new();
-    for sql in MANY_FILES.iter().filter(|s| s.contains(only)) {
+    for sql in set.queries.iter().filter(|s| s.contains(only)) {
         for codec in CODECS {
             let sql = sql.replace("{c}", codec);
             let printed_by = |ctx| rt.block_on(printed(ctx, &sql));
@@ -462,7 +528,8 @@ fn many_files_table(rt: &tokio::runtime::Runtime, threads: usize, only: &str) ->
         }
     }
     format!(
-        "| query ({threads} partitions, 200 files) | table provider ms | listing table ms | Parquet ms | Parquet/listing |\n|---|---|---|---|---|\n{}\n",
+        "| query ({threads} partitions, {}) | table provider ms | listing table ms | Parquet ms | Parquet/listing |\n|---|---|---|---|---|\n{}\n",
+        set.about,
         rows.join("\n")
     )
 }
@@ -781,9 +848,10 @@ fn main() {
         rows.join("\n")
     );
     let listing = listing_table(&rt, &b2, &pq, threads, &only);
-    let many = many_files_table(&rt, threads, &only);
+    let many = many_files_table(&rt, threads, &only, &MANY_FILES);
+    let hive = many_files_table(&rt, threads, &only, &HIVE_FILES);
     let table = format!(
-        "{table}\nListing tables (`Blosc2Format`):\n\n{listing}\nMany small files (`parts`):\n\n{many}"
+        "{table}\nListing tables (`Blosc2Format`):\n\n{listing}\nMany small files (`parts`):\n\n{many}\nA partitioned directory (`hive`):\n\n{hive}"
     );
     println!("\n{table}");
     std::fs::write(dir.join("../scan-table.md"), table).unwrap();

@@ -39,6 +39,7 @@ import numpy as np
 N = 10_000_000
 SIDE = 8192
 PARTS = 200
+HIVE = 16
 CODECS = {"zstd": blosc2.Codec.ZSTD, "lz4": blosc2.Codec.LZ4}
 
 
@@ -126,6 +127,17 @@ def main(out):
                 f = os.path.join(p, f"part-{k:03d}.b2nd")
                 part = walk[k * n:(k + 1) * n]
                 blosc2.asarray(part, urlpath=f, mode="w", chunks=(10_000,), cparams=cparams)
+        p = os.path.join(out, f"hive-{name}")
+        last = os.path.join(p, f"year={2000 + (HIVE - 1) // 8}", f"station=s{(HIVE - 1) % 8}", "part-0.b2nd")
+        if not os.path.exists(last):
+            # The walk in HIVE members of a directory partitioned by year and station.
+            n = N // HIVE
+            for k in range(HIVE):
+                d = os.path.join(p, f"year={2000 + k // 8}", f"station=s{k % 8}")
+                os.makedirs(d, exist_ok=True)
+                part = walk[k * n:(k + 1) * n]
+                blosc2.asarray(part, urlpath=os.path.join(d, "part-0.b2nd"), mode="w",
+                               chunks=(1_000_000,), cparams=cparams)
         p = os.path.join(out, f"ticks-{name}.b2d")
         if not os.path.exists(os.path.join(p, "_meta.b2f")):
             t = blosc2.CTable(Tick, urlpath=p, mode="w", expected_size=N, cparams=cparams)
