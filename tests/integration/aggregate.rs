@@ -425,8 +425,9 @@ async fn fused_aggregation_under_a_filter() {
 /// A directory partitioned by `year=`/`station=` (hive path columns, constant in each
 /// member file) grouped by its path columns: each member's fused node folds its rows
 /// ungrouped and outputs them under its keys, with filters over the member's projection
-/// (reading path columns too) and members left with no row (no group). Grouping by a
-/// path column and a stored column keeps DataFusion's plan.
+/// (reading path columns too) and members left with no row (no group); also grouped by
+/// path columns and one coordinate. Grouping by a path column and a float column keeps
+/// DataFusion's plan.
 #[tokio::test]
 async fn fused_grouping_by_path_columns() {
     let tables = [("pt", "tests/fixtures/partitioned/temps")];
@@ -448,6 +449,11 @@ async fn fused_grouping_by_path_columns() {
         // A coordinate read through the members' projections.
         "SELECT dim_0, count(*), sum(value) FROM pt WHERE year = 2024 OR value < 9 \
          GROUP BY dim_0 ORDER BY dim_0",
+        // Path columns and a coordinate, in either order.
+        "SELECT station, dim_0, count(*), avg(value) FROM pt GROUP BY station, dim_0 \
+         ORDER BY station, dim_0",
+        "SELECT dim_0, year, count(*), max(value) FROM pt WHERE value > 8 \
+         GROUP BY dim_0, year ORDER BY dim_0, year",
     ];
     for partitions in [1, 2, 3] {
         let (fused, plain) = contexts(partitions, &tables).await;
@@ -468,11 +474,13 @@ async fn fused_grouping_by_path_columns() {
         assert_eq!(rows, 3);
         let (got, _) = run(&fused, fused_queries[7]).await;
         assert_eq!(got.iter().map(RecordBatch::num_rows).sum::<usize>(), 0);
+        let (_, plan) = run(&fused, fused_queries[10]).await;
+        assert!(plan.contains("gby=[dim_0, year=2024]"), "{plan}");
         check(
             &fused,
             &plain,
-            "SELECT station, dim_0, count(*) FROM pt GROUP BY station, dim_0 \
-             ORDER BY station, dim_0",
+            "SELECT station, value, count(*) FROM pt GROUP BY station, value \
+             ORDER BY station, value",
             false,
         )
         .await;

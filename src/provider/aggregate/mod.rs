@@ -270,21 +270,20 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                 .iter()
                 .map(|&c| m.source(c))
                 .collect::<Option<_>>()?;
-            let (group, keys) = match (sources.as_slice(), key_types.as_slice()) {
-                ([], _) => (None, Vec::new()),
-                ([Source::Scan(j)], [t]) => {
-                    let key_read = member_aggs.iter().any(|a| a.column == Some(*j))
-                        || filter_columns.contains(j);
-                    (Some(group_of(m.scan, *j, t, key_read)?), Vec::new())
+            // At most one key read from the scan; the others constant in the member.
+            let mut group = None;
+            let mut constants = Vec::new();
+            for (at, (source, t)) in sources.iter().zip(&key_types).enumerate() {
+                match source {
+                    Source::Constant(v) => constants.push((at, v.clone())),
+                    Source::Scan(_) if group.is_some() => return None,
+                    Source::Scan(j) => {
+                        let key_read = member_aggs.iter().any(|a| a.column == Some(*j))
+                            || filter_columns.contains(j);
+                        group = Some(group_of(m.scan, *j, t, key_read)?);
+                    }
                 }
-                (all, _) => {
-                    let constants = all.iter().map(|s| match s {
-                        Source::Constant(v) => Some(v.clone()),
-                        Source::Scan(_) => None,
-                    });
-                    (None, constants.collect::<Option<_>>()?)
-                }
-            };
+            }
             // Columns only counted (not filtered on): read for their nulls alone.
             let key_column = group.as_ref().map(|g| g.column);
             let counted_only: Vec<usize> = (member_aggs.iter().filter_map(|a| a.column))
@@ -303,7 +302,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             let scan = unit_batch_scan(m.scan, &counted_only, &raw)?;
             let node =
                 Blosc2AggregateExec::new(scan, member_aggs, group, output, Arc::clone(&schema))
-                    .with_constant_keys(keys);
+                    .with_constant_keys(constants);
             let node: Arc<dyn ExecutionPlan> = Arc::new(match conjunction_opt(predicate) {
                 Some(f) => node.with_filter(f),
                 None => node,
@@ -650,9 +649,9 @@ pub struct Blosc2AggregateExec {
     group: Option<Group>,
     /// A predicate over the input's batches: only the rows it holds true for are folded.
     filter: Option<Arc<dyn PhysicalExpr>>,
-    /// Group keys constant over the whole input (a member's path columns): the
-    /// ungrouped aggregates, after these keys, in one row, or none without input rows.
-    constant_keys: Vec<ScalarValue>,
+    /// Group keys constant over the whole input (a member's path columns): their places
+    /// in the schema and values.
+    constant_keys: Vec<(usize, ScalarValue)>,
     output: Output,
     schema: SchemaRef,
     /// The most groups of texts kept when computing partial states ([`MAX_TEXT_GROUPS`]).
@@ -700,14 +699,26 @@ impl Blosc2AggregateExec {
         self
     }
 
-    /// This aggregation grouped by `keys`, the values of the first columns of its schema,
-    /// constant over its whole input (a member's path columns, as `GROUP BY station`
-    /// over a directory partitioned by `station=…`), and by nothing else: one row of
-    /// the keys and the aggregates, or none where no input row passes the filter. No keys
-    /// leave it as it is.
-    pub fn with_constant_keys(mut self, keys: Vec<ScalarValue>) -> Self {
+    /// This aggregation also grouped by `keys`, constant over its whole input (a
+    /// member's path columns, as `GROUP BY station` over a directory partitioned by
+    /// `station=…`): each `(place, value)` is the value of the schema's column at that
+    /// place (one of its group columns) in every output row. The aggregation computes the
+    /// other columns as if its schema had no such column; ungrouped otherwise, it yields
+    /// one row, or none where no input row passes the filter.
+    pub fn with_constant_keys(mut self, keys: Vec<(usize, ScalarValue)>) -> Self {
         self.constant_keys = keys;
         self
+    }
+
+    /// The schema without the constant keys' columns: what the fold produces.
+    fn folded_schema(&self) -> SchemaRef {
+        let fields = (self.schema.fields().iter().enumerate())
+            .filter(|(i, _)| self.constant_keys.iter().all(|(at, _)| at != i))
+            .map(|(_, f)| Arc::clone(f));
+        Arc::new(arrow::datatypes::Schema::new_with_metadata(
+            fields.collect::<Vec<_>>(),
+            self.schema.metadata().clone(),
+        ))
     }
 
     /// The aggregates it computes.
@@ -741,12 +752,15 @@ impl DisplayAs for Blosc2AggregateExec {
             Output::Final => "Single",
         };
         write!(f, "Blosc2AggregateExec: mode={mode}, ")?;
-        if self.group.is_some() {
-            write!(f, "gby=[{}], ", self.schema.field(0).name())?;
-        }
-        if !self.constant_keys.is_empty() {
-            let keys: Vec<String> = (self.schema.fields().iter().zip(&self.constant_keys))
-                .map(|(f, v)| format!("{}={v}", f.name()))
+        let keys = self.constant_keys.len() + usize::from(self.group.is_some());
+        if keys > 0 {
+            let keys: Vec<String> = (self.schema.fields().iter().take(keys).enumerate())
+                .map(
+                    |(i, f)| match self.constant_keys.iter().find(|(at, _)| *at == i) {
+                        Some((_, v)) => format!("{}={v}", f.name()),
+                        None => f.name().to_string(),
+                    },
+                )
                 .collect();
             write!(f, "gby=[{}], ", keys.join(", "))?;
         }
@@ -811,9 +825,14 @@ impl ExecutionPlan for Blosc2AggregateExec {
         let filter = self.filter.clone();
         let aggs = self.aggs.clone();
         let output = self.output;
-        let schema = Arc::clone(&self.schema);
-        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        // The fold's columns; the constant keys are added to each batch it yields.
+        let schema = self.folded_schema();
         let keys = self.constant_keys.clone();
+        let with_keys = {
+            let (keys, schema) = (keys.clone(), Arc::clone(&self.schema));
+            move |b: Result<RecordBatch>| add_constant_keys(b?, &keys, &schema)
+        };
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
         if let Some(group) = self.group.clone() {
             // Partial states are output early when the groups of texts grow too many, and
             // sent on at once: the node holds at most that many groups.
@@ -851,7 +870,8 @@ impl ExecutionPlan for Blosc2AggregateExec {
                 }
             })
             .map_ok(|batches| futures::stream::iter(batches.into_iter().map(Ok)))
-            .try_flatten();
+            .try_flatten()
+            .map(with_keys);
             return Ok(Box::pin(RecordBatchStreamAdapter::new(
                 Arc::clone(&self.schema),
                 out,
@@ -881,22 +901,16 @@ impl ExecutionPlan for Blosc2AggregateExec {
                     }
                 }
             }
-            let batch = match keys.as_slice() {
-                [] => output_batch(&schema, Vec::new(), &aggs, output, &states)?,
-                _ if rows == 0 => RecordBatch::new_empty(Arc::clone(&schema)),
-                _ => {
-                    let keys = keys.iter().zip(schema.fields()).map(|(k, f)| {
-                        let key = k.to_array_of_size(1)?;
-                        Ok(arrow::compute::cast(&key, f.data_type())?)
-                    });
-                    let keys = keys.collect::<Result<Vec<_>>>()?;
-                    output_batch(&schema, keys, &aggs, output, &states)?
-                }
+            // Grouped by constant keys alone: no input row, no group.
+            let batch = match keys.is_empty() || rows > 0 {
+                true => output_batch(&schema, &aggs, output, &states)?,
+                false => RecordBatch::new_empty(Arc::clone(&schema)),
             };
             baseline.record_output(batch.num_rows());
             baseline.done();
             Ok(batch)
-        });
+        })
+        .map(with_keys);
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
             out,
@@ -921,17 +935,47 @@ fn cache_sized(batch: &RecordBatch) -> impl Iterator<Item = RecordBatch> + '_ {
         .map(move |at| batch.slice(at, PIECE_ROWS.min(n - at)))
 }
 
-/// The one output row: the `keys` columns, then per aggregate the columns
-/// [`output_types`] lists. A sum or average over no non-null value is null, as in
-/// DataFusion.
+/// `batch` with the columns of the constant `keys` (`(place, value)`) inserted at their
+/// places in `schema`.
+///
+/// # Errors
+/// A value that cannot be cast to its column's type.
+fn add_constant_keys(
+    batch: RecordBatch,
+    keys: &[(usize, ScalarValue)],
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
+    if keys.is_empty() {
+        return Ok(batch);
+    }
+    let n = batch.num_rows();
+    let mut folded = batch.columns().iter();
+    let mut cols = Vec::with_capacity(schema.fields().len());
+    for (i, f) in schema.fields().iter().enumerate() {
+        cols.push(match keys.iter().find(|(at, _)| *at == i) {
+            Some((_, v)) => arrow::compute::cast(&v.to_array_of_size(n)?, f.data_type())?,
+            None => Arc::clone(folded.next().ok_or_else(|| {
+                DataFusionError::Internal("Blosc2AggregateExec: a column short".into())
+            })?),
+        });
+    }
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(n));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        cols,
+        &options,
+    )?)
+}
+
+/// The one output row: per aggregate, the columns [`output_types`] lists. A sum or
+/// average over no non-null value is null, as in DataFusion.
 fn output_batch(
     schema: &SchemaRef,
-    keys: Vec<ArrayRef>,
     aggs: &[FusedAggregate],
     output: Output,
     states: &[AggState],
 ) -> Result<RecordBatch> {
-    let mut cols = keys;
+    let mut cols = Vec::new();
     for (a, s) in aggs.iter().zip(states) {
         let sum: ArrayRef = match (s.count > 0, s.sum) {
             (true, Sum::I64(x)) => Arc::new(Int64Array::from(vec![x])),
