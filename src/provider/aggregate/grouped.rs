@@ -249,7 +249,7 @@ impl GroupedFold {
     ) -> Self {
         let keys = GroupKeys::new(group.keys.clone(), group.bound);
         let states = GroupedStates::new(&aggs, keys.groups());
-        let flush = flush.filter(|_| matches!(group.keys, KeyKind::Text(_)));
+        let flush = flush.filter(|_| matches!(group.keys, KeyKind::Text(_) | KeyKind::Integer));
         GroupedFold {
             group,
             keys,

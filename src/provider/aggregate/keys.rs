@@ -14,8 +14,10 @@
 //! final), so each code's group is the first code of its value. Null rows (the null
 //! code, or a null dictionary value) share one group after the codes, keyed NULL.
 //! Text records: null rows (a mask sidecar's, `nil` items, or those whose text is the
-//! column's sentinel) are group 0, keyed NULL.
+//! column's sentinel) are group 0, keyed NULL. An integer column's values are numbered as
+//! they come too (`ints.rs`), its null rows in group 0.
 
+use super::ints::IntGroups;
 use super::records::{ItemTable, RecordTable};
 use crate::arrow_reader::convert::to_arrow;
 use crate::arrow_reader::reader::RawText;
@@ -35,6 +37,8 @@ pub enum KeyKind {
     Coordinate,
     /// The int32 codes of a dictionary column of `bound` values.
     DictionaryCodes,
+    /// The values of an integer column, numbered as they come ([`IntGroups`]).
+    Integer,
     /// A table's text column as its stored records (`FixedSizeBinary` of UTF-32,
     /// `LargeBinary` of UTF-8); rows whose text is its `null_text` are null.
     Text(RawTextColumn),
@@ -148,6 +152,8 @@ pub struct GroupKeys {
     code_groups: Vec<i64>,
     /// Text records: their groups.
     text: Option<TextGroups>,
+    /// Integers: their groups.
+    ints: IntGroups,
     /// The groups of the current batch's rows, when they are not its column's values.
     buf: Vec<i64>,
 }
@@ -165,6 +171,7 @@ impl GroupKeys {
             values: None,
             code_groups: Vec::new(),
             text,
+            ints: IntGroups::default(),
             buf: Vec::new(),
         }
     }
@@ -176,6 +183,7 @@ impl GroupKeys {
             (KeyKind::Coordinate, _) => self.bound,
             (KeyKind::DictionaryCodes, _) => self.bound + 1,
             (KeyKind::Text(_), t) => 1 + t.as_ref().map_or(0, |t| t.groups.texts.len()),
+            (KeyKind::Integer, _) => self.ints.groups(),
         }
     }
 
@@ -194,6 +202,9 @@ impl GroupKeys {
                 Some(k) if k.null_count() == 0 => Ok(()),
                 _ => Err(wrong("is not a coordinate")),
             },
+            KeyKind::Integer => {
+                (self.ints.map(col, &mut self.buf)).ok_or_else(|| wrong("is not an integer column"))
+            }
             KeyKind::Text(col_of) => {
                 let text = self.text.as_mut().expect("made with the kind");
                 let groups = &mut text.groups;
@@ -297,6 +308,7 @@ impl GroupKeys {
             (KeyKind::Coordinate, _) => Arc::new(Int64Array::from_iter_values(
                 groups.iter().map(|&g| g as i64),
             )),
+            (KeyKind::Integer, _) => self.ints.column(groups),
             (KeyKind::Text(_), _) => {
                 let texts = self.text.as_ref().map_or(&[][..], |t| &t.groups.texts);
                 Arc::new(StringArray::from_iter(

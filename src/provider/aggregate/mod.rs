@@ -36,6 +36,7 @@
 pub(crate) mod extremes;
 mod fold;
 mod grouped;
+mod ints;
 mod keys;
 mod records;
 
@@ -474,7 +475,17 @@ fn group_of(
             let n = exec()?.dictionary_len(c)?;
             ((n as u64) < MAX_GROUPS).then_some((KeyKind::DictionaryCodes, n))?
         }
-        DataType::Int64 => (KeyKind::Coordinate, coordinate_bound(scan, c)?),
+        // A coordinate (or a column bound as one): dense states over its range.
+        DataType::Int64 if let Some(bound) = coordinate_bound(scan, c) => {
+            (KeyKind::Coordinate, bound)
+        }
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32 => (KeyKind::Integer, 0),
         DataType::Utf8 | DataType::Utf8View if !key_read => {
             (KeyKind::Text(exec()?.raw_text_column(c)?), 0)
         }
