@@ -109,6 +109,17 @@ const QUERIES: &[Query] = &[
         columns: "price, qty",
     },
     Query {
+        name: "ticks: count and avg(price) per qty, top 3 (int32 column)",
+        sql: "SELECT qty, count(*) AS n, avg(price) FROM ticks_{c} GROUP BY qty \
+              ORDER BY n DESC, qty LIMIT 3",
+        check: Check::Same,
+        floor: &[
+            "ticks-{c}.b2d/_cols/price.b2nd",
+            "ticks-{c}.b2d/_cols/qty.b2nd",
+        ],
+        columns: "price, qty",
+    },
+    Query {
         name: "ticks: 1% t range, project id, price",
         sql: "SELECT id, price FROM ticks_{c} WHERE t BETWEEN to_timestamp_millis(1705000000000) \
               AND to_timestamp_millis(1705099999000)",

@@ -11,10 +11,13 @@
 //! stored records (`Blosc2Exec::with_raw_records`: UTF-32 records, unchecked UTF-8 items)
 //! and the node numbers them in a hash table of its own (`records.rs`), converting or
 //! checking each distinct one once, where DataFusion's plan converted or checked every
-//! value, built a string array and then hashed the strings. Grouped by the path columns
+//! value, built a string array and then hashed the strings. Grouped by an integer column
+//! (not a coordinate with exact bounds), its values are numbered as they come
+//! (`ints.rs`). Grouped by the path columns
 //! of a partitioned directory (`GROUP BY station` over `station=…/` members), each
 //! member's node folds its rows ungrouped and outputs them under the member's constant
-//! keys ([`Blosc2AggregateExec::with_constant_keys`]).
+//! keys ([`Blosc2AggregateExec::with_constant_keys`]), beside one of the keys above if
+//! grouped by one too.
 //!
 //! [`Blosc2AggregatePushdown`] is a physical optimizer rule. It replaces
 //! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and casts, then
@@ -28,9 +31,9 @@
 //! whole scan units instead of `batch_size` slices, which the node folds in cache-sized
 //! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan once earlier scans mapped
 //! zones of the scan (its dynamic filter then skips units on them). Anything the rule
-//! does not recognise exactly (grouping by anything but one coordinate, dictionary
-//! column or text column no aggregate or filter reads, or by path columns alone;
-//! `DISTINCT`, `FILTER`, other functions, decimals, casts that are not widenings, a group
+//! does not recognise exactly (grouping by anything but path columns and at most one
+//! coordinate, dictionary column, integer column or text column, the text column one no
+//! aggregate or filter reads; `DISTINCT`, `FILTER`, other functions, decimals, casts that are not widenings, a group
 //! limit) keeps DataFusion's plan.
 
 pub(crate) mod extremes;
@@ -417,7 +420,7 @@ fn member_sources(p: &ProjectionExec) -> Vec<Option<Source>> {
 /// The most groups a fused node keeps (dense states: 24 bytes per group and aggregate).
 const MAX_GROUPS: u64 = 1 << 20;
 
-/// The most groups of texts a fused node computing partial states keeps: past them, it
+/// The most groups of texts or integers a fused node computing partial states keeps: past them, it
 /// outputs the states it has and starts afresh (DataFusion's final aggregation merges
 /// the rows of one key). A one-partition node, which outputs final values, keeps all.
 const MAX_TEXT_GROUPS: usize = 1 << 20;
@@ -455,8 +458,9 @@ fn coordinate_bound(scan: &Arc<dyn ExecutionPlan>, c: usize) -> Option<usize> {
 }
 
 /// The grouping of `scan` by its column `c`, of type `t`, if the fused node can group by
-/// it: an array coordinate, a CTable dictionary column of fewer than [`MAX_GROUPS`]
-/// values, or a table's `U<n>` column that no aggregate reads (`key_read`).
+/// it: an array coordinate (or an `Int64` column bound as one), a CTable dictionary
+/// column of fewer than [`MAX_GROUPS`] values, an integer column, or a table's text
+/// column that no aggregate or filter reads (`key_read`).
 fn group_of(
     scan: &Arc<dyn ExecutionPlan>,
     c: usize,
