@@ -223,9 +223,12 @@ impl GroupedStates {
 
 /// The grouped aggregation of one partition: its rows' groups ([`GroupKeys`]) and their
 /// states, folded piece by piece. With a `flush` limit (partial states only: the final
-/// aggregation merges rows of one key), the groups of texts past it are output as they
-/// are ([`GroupedFold::take_flushed`]) and counted afresh, so that a column of many
-/// distinct texts does not hold them all.
+/// aggregation merges rows of one key), the groups of texts or integers past it are
+/// output as they are ([`GroupedFold::take_flushed`]) and counted afresh, so that a
+/// column of many distinct values does not hold them all. Integer keys that prove nearly
+/// all distinct (more than 4 groups in 5 rows after [`PROBE_ROWS`] rows, as DataFusion's
+/// partial aggregation probes) are then not looked up at all: each row is output as its
+/// own group's state.
 pub struct GroupedFold {
     group: Group,
     keys: GroupKeys,
@@ -235,7 +238,14 @@ pub struct GroupedFold {
     schema: SchemaRef,
     flush: Option<usize>,
     flushed: Vec<RecordBatch>,
+    /// Rows folded, until the probe decides.
+    rows_seen: usize,
+    /// Each row its own group (integer keys found nearly all distinct).
+    row_groups: bool,
 }
+
+/// Rows of integer keys folded before the fold checks how many are distinct.
+pub const PROBE_ROWS: usize = 100_000;
 
 impl GroupedFold {
     /// The fold of `aggs` grouped by `group`, producing `output` in `schema` (the key
@@ -259,6 +269,8 @@ impl GroupedFold {
             schema,
             flush,
             flushed: Vec::new(),
+            rows_seen: 0,
+            row_groups: false,
         }
     }
 
@@ -267,6 +279,9 @@ impl GroupedFold {
     /// # Errors
     /// A key column not of the grouping's kind ([`GroupKeys::map`]).
     pub fn add(&mut self, batch: &RecordBatch) -> Result<()> {
+        if self.row_groups {
+            return self.add_row_groups(batch);
+        }
         let col = batch.column(self.group.column);
         self.keys.map(col)?;
         self.states.grow(self.keys.groups());
@@ -278,6 +293,42 @@ impl GroupedFold {
             self.keys.reset();
             self.states = GroupedStates::new(&self.aggs, self.keys.groups());
         }
+        if self.flush.is_some() && self.group.keys == KeyKind::Integer && !self.probed() {
+            self.rows_seen += batch.num_rows();
+            if self.probed() && self.states.len() * 5 > self.rows_seen * 4 {
+                self.flushed.push(self.output_states()?);
+                self.keys.reset();
+                self.states = GroupedStates::new(&self.aggs, self.keys.groups());
+                self.row_groups = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn probed(&self) -> bool {
+        self.rows_seen >= PROBE_ROWS
+    }
+
+    /// Outputs the rows of `batch` each as its own group's state (rows of a null key in
+    /// one group).
+    fn add_row_groups(&mut self, batch: &RecordBatch) -> Result<()> {
+        let col = batch.column(self.group.column);
+        let nulls = col.logical_nulls();
+        let null = |i: usize| nulls.as_ref().is_some_and(|n| n.is_null(i));
+        let keys: Vec<i64> = (0..batch.num_rows())
+            .map(|i| if null(i) { 0 } else { i as i64 + 1 })
+            .collect();
+        let mut states = GroupedStates::new(&self.aggs, keys.len() + 1);
+        states.add_batch(batch, &keys, &self.aggs)?;
+        let key_type = self.schema.field(0).data_type();
+        let out = states.output(&self.schema, &self.aggs, self.output, |groups| {
+            let rows = arrow::array::UInt32Array::from_iter(
+                groups.iter().map(|&g| g.checked_sub(1).map(|r| r as u32)),
+            );
+            let keys = arrow::compute::take(col.as_ref(), &rows, None)?;
+            Ok(arrow::compute::cast(&keys, key_type)?)
+        })?;
+        self.flushed.push(out);
         Ok(())
     }
 
@@ -591,6 +642,77 @@ mod tests {
             .iter()
             .sum();
         assert_eq!(got, sum_f);
+    }
+
+    /// Integer keys nearly all distinct: past the probe, each row is output as its own
+    /// group; merged per key, the rows and sums are each key's (nulls in one group).
+    #[test]
+    fn distinct_integers_pass_rows_through() {
+        use arrow::array::Int32Array;
+        use std::collections::HashMap;
+        let n = 3 * PROBE_ROWS;
+        let key = |i: usize| match i % 10 {
+            3 => None,
+            7 => Some(5),
+            _ => Some(i as i32),
+        };
+        let schema_in = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("v", DataType::Int64, false),
+        ]));
+        let aggs = [
+            agg(AggKind::Count, None, None),
+            agg(AggKind::Sum, Some(1), Some(SumType::I64)),
+        ];
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("rows", DataType::Int64, false),
+            Field::new("sum", DataType::Int64, true),
+        ]));
+        let group = Group {
+            column: 0,
+            bound: 0,
+            keys: KeyKind::Integer,
+        };
+        let mut fold = GroupedFold::new(
+            group,
+            aggs.to_vec(),
+            Output::PartialState,
+            schema.clone(),
+            Some(1 << 20),
+        );
+        let mut outs = Vec::new();
+        for at in (0..n).step_by(16 * 1024) {
+            let to = (at + 16 * 1024).min(n);
+            let batch = RecordBatch::try_new(
+                Arc::clone(&schema_in),
+                vec![
+                    Arc::new(Int32Array::from_iter((at..to).map(key))),
+                    Arc::new(Int64Array::from_iter_values((at..to).map(|i| i as i64))),
+                ],
+            )
+            .unwrap();
+            fold.add(&batch).unwrap();
+            outs.extend(fold.take_flushed());
+        }
+        assert!(fold.row_groups);
+        outs.push(fold.finish().unwrap());
+        let mut want: HashMap<Option<i32>, (i64, i64)> = HashMap::new();
+        for i in 0..n {
+            let e = want.entry(key(i)).or_default();
+            e.0 += 1;
+            e.1 += i as i64;
+        }
+        let mut got: HashMap<Option<i32>, (i64, i64)> = HashMap::new();
+        for b in &outs {
+            let k = b.column(0).as_primitive::<arrow::datatypes::Int32Type>();
+            for r in 0..b.num_rows() {
+                let e = got.entry(k.is_valid(r).then(|| k.value(r))).or_default();
+                e.0 += b.column(1).as_primitive::<Int64Type>().value(r);
+                e.1 += b.column(2).as_primitive::<Int64Type>().value(r);
+            }
+        }
+        assert_eq!(got, want);
     }
 
     /// `U<n>` keys folded with a flush limit of 2 groups: partial rows are output as the
