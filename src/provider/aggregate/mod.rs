@@ -33,8 +33,8 @@
 //! zones of the scan (its dynamic filter then skips units on them). Anything the rule
 //! does not recognise exactly (grouping by anything but path columns and at most one
 //! coordinate, dictionary column, integer column or text column, the text column one no
-//! aggregate or filter reads; `DISTINCT`, `FILTER`, other functions, decimals, casts that are not widenings, a group
-//! limit) keeps DataFusion's plan.
+//! aggregate or filter reads; `DISTINCT`, `FILTER`, other functions, decimals, casts that
+//! are not widenings, a group limit) keeps DataFusion's plan.
 
 pub(crate) mod extremes;
 mod fold;
@@ -842,15 +842,16 @@ impl ExecutionPlan for Blosc2AggregateExec {
         let output = self.output;
         // The fold's columns; the constant keys are added to each batch it yields.
         let schema = self.folded_schema();
-        let keys = self.constant_keys.clone();
+        let keyed = !self.constant_keys.is_empty();
         let with_keys = {
-            let (keys, schema) = (keys.clone(), Arc::clone(&self.schema));
+            let (keys, schema) = (self.constant_keys.clone(), Arc::clone(&self.schema));
             move |b: Result<RecordBatch>| add_constant_keys(b?, &keys, &schema)
         };
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         if let Some(group) = self.group.clone() {
-            // Partial states are output early when the groups of texts grow too many, and
-            // sent on at once: the node holds at most that many groups.
+            // Partial states are output early when the groups of texts or integers grow too
+            // many (or, past the probe, integers prove nearly all distinct), and sent on at
+            // once: the node holds at most that many groups.
             let flush = (output == Output::PartialState).then_some(self.flush_groups);
             let fold = GroupedFold::new(group, aggs, output, Arc::clone(&schema), flush);
             let start = Some((input, fold, baseline, false));
@@ -917,7 +918,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
                 }
             }
             // Grouped by constant keys alone: no input row, no group.
-            let batch = match keys.is_empty() || rows > 0 {
+            let batch = match !keyed || rows > 0 {
                 true => output_batch(&schema, &aggs, output, &states)?,
                 false => RecordBatch::new_empty(Arc::clone(&schema)),
             };
