@@ -4,7 +4,7 @@
 //! Column rows are dimension 0 of each column array; only the first `physical_rows` rows
 //! count, and a CTable row is live iff `_valid_rows[row]`.
 
-use super::batch_array::{BatchArray, ItemKind, Serializer, StreamBlock, VarValues};
+use super::batch_array::{BatchArray, ItemFilter, ItemKind, Serializer, StreamBlock, VarValues};
 use super::chunk_local_index::ChunkLocalIndex;
 use super::column_spec::{ColumnSpec, open_ctable_column};
 use super::computed::ComputedColumn;
@@ -879,7 +879,7 @@ impl Table {
         col: usize,
         rows: Range<u64>,
         stats: &mut ReadStats,
-        test: impl Fn(&[u8]) -> bool,
+        test: &impl ItemFilter,
     ) -> Result<Option<(Vec<bool>, VarValues)>> {
         match &self.open_column(col).await?.storage {
             ColumnStorage::Var { items, kind } => {

@@ -587,10 +587,11 @@ impl BatchReader {
             if ms.iter().all(|m| m.on_items()) {
                 // Tested as they are scanned: only the items that pass are copied.
                 let tests: Vec<_> = ms.iter().map(|m| m.item_test()).collect();
-                let (passed, values) = t
-                    .read_items_where(p, rows.clone(), stats, |r| tests.iter().all(|f| f(r)))
-                    .await?
-                    .ok_or_else(mismatch)?;
+                let read = match tests.as_slice() {
+                    [one] => t.read_items_where(p, rows.clone(), stats, one).await?,
+                    all => t.read_items_where(p, rows.clone(), stats, &all).await?,
+                };
+                let (passed, values) = read.ok_or_else(mismatch)?;
                 let passed = BooleanBuffer::from(passed);
                 keep = &keep & &passed;
                 items.push((p, passed, values));

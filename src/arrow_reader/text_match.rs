@@ -10,6 +10,7 @@
 //! holding U+FFFD could equal records with invalid units (which convert to U+FFFD), so
 //! [`TextMatch::new`] declines it and the scan keeps every row.
 
+use crate::array::batch_array::ItemFilter;
 use arrow::buffer::BooleanBuffer;
 /// The padded records that equal one of a filter's texts, for one `U<n>` (or `S<n>`)
 /// column; or the variable-length items (UTF-8 text or bytes of a BatchArray column,
@@ -118,15 +119,13 @@ impl TextMatch {
 
     /// The test of one item ([`TextMatch::items`]): whether it equals (or starts with)
     /// one of the values. Built once, then called on each item as it is scanned.
-    pub fn item_test(&self) -> impl Fn(&[u8]) -> bool + '_ {
-        let table =
-            (!self.prefix && self.needles.len() > 1).then(|| NeedleTable::new(&self.needles));
-        move |r: &[u8]| match (&table, self.needles.as_slice()) {
-            (Some(t), _) => t.contains(r),
-            (None, _) if self.prefix => self.needles.iter().any(|p| r.starts_with(p)),
-            (None, [one]) => r.len() == one.len() && same(r, one),
-            (None, _) => false,
-        }
+    pub fn item_test(&self) -> ItemTest<'_> {
+        ItemTest(match self.needles.as_slice() {
+            _ if self.prefix => Test::Prefixes(&self.needles),
+            [] => Test::Nothing,
+            [one] => Test::One(one, head(one)),
+            many => Test::Table(NeedleTable::new(many)),
+        })
     }
 
     /// True when no record can match (every text was too long or ended in NUL).
@@ -203,6 +202,43 @@ fn units(
 /// The needles in a small open-addressed table of their hashes: a record (or item) is
 /// hashed in one pass over its words whatever the number of needles, and compared whole
 /// only where a hash matches. Items whose length no needle has are told apart first.
+/// The test of variable-length items a [`TextMatch`] makes ([`TextMatch::item_test`]).
+pub struct ItemTest<'a>(Test<'a>);
+
+/// How an [`ItemTest`] tests an item.
+enum Test<'a> {
+    /// Equal to none.
+    Nothing,
+    /// Equal to this value, whose [`head`] is given.
+    One(&'a [u8], u64),
+    /// Equal to one of these values.
+    Table(NeedleTable<'a>),
+    /// Starting with one of these.
+    Prefixes(&'a [Vec<u8>]),
+}
+
+impl ItemFilter for ItemTest<'_> {
+    /// Whether item `r` passes. Inlined into the scan of the items: most fail on
+    /// their length, then on their first 8 bytes, without a call.
+    #[inline(always)]
+    fn passes(&self, r: &[u8]) -> bool {
+        match &self.0 {
+            Test::One(one, h) => r.len() == one.len() && head(r) == *h && same(r, one),
+            Test::Table(t) => t.contains(r),
+            Test::Prefixes(ps) => ps.iter().any(|p| r.starts_with(p)),
+            Test::Nothing => false,
+        }
+    }
+}
+
+/// Items pass all of several tests (filters on one column).
+impl ItemFilter for &[ItemTest<'_>] {
+    #[inline(always)]
+    fn passes(&self, r: &[u8]) -> bool {
+        self.iter().all(|t| t.passes(r))
+    }
+}
+
 struct NeedleTable<'a> {
     slots: Vec<Option<(u64, &'a [u8])>>,
     bits: u32,
@@ -528,7 +564,7 @@ mod tests {
                 let test = m.item_test();
                 let got: Vec<bool> = items
                     .iter()
-                    .map(|it| it.is_some_and(|s| test(s.as_bytes())))
+                    .map(|it| it.is_some_and(|s| test.passes(s.as_bytes())))
                     .collect();
                 let want: Vec<bool> = items
                     .iter()

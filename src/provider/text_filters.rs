@@ -6,7 +6,7 @@
 //! int32 codes of a `dictionary` column (the codes of the values that match).
 
 use super::pushdown::{self, Needles};
-use crate::array::batch_array::{ItemKind, VarValues};
+use crate::array::batch_array::{ItemFilter, ItemKind, VarValues};
 use crate::array::dtype::{DType, Endian};
 use crate::array::table::ColumnStorage;
 use crate::arrow_reader::text_match::TextMatch;
@@ -92,7 +92,7 @@ fn code_match(values: &VarValues, needles: Needles) -> Option<TextMatch> {
     let test = item_match(ItemKind::Text, needles)?;
     let test = test.item_test();
     let codes: Vec<i32> = (0..values.len())
-        .filter(|&i| values.get(i).is_some_and(&test))
+        .filter(|&i| values.get(i).is_some_and(|v| test.passes(v)))
         .map(|i| i32::try_from(i).ok())
         .collect::<Option<_>>()?;
     Some(TextMatch::codes(&codes))
