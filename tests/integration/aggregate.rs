@@ -506,6 +506,8 @@ async fn fused_grouping_by_integer_columns() {
         ("ci4", "tests/fixtures/bcolz/carray-i4"),
         ("i8", "tests/fixtures/b2nd/dtype-le_i8.b2nd"),
         ("bi4", "tests/fixtures/b2nd/dtype-be_i4.b2nd"),
+        ("u8", "tests/fixtures/b2nd/dtype-le_u8.b2nd"),
+        ("ce", "tests/fixtures/ctable/computed-edges.b2d"),
     ];
     let queries = [
         "SELECT a, count(*), sum(f), min(g), max(g), avg(a) FROM nl GROUP BY a \
@@ -520,6 +522,10 @@ async fn fused_grouping_by_integer_columns() {
         "SELECT value, count(*), min(dim_0) FROM ci4 GROUP BY value ORDER BY value",
         "SELECT value, count(*), avg(value) FROM i8 GROUP BY value ORDER BY value",
         "SELECT value, count(*) FROM bi4 WHERE value <> 0 GROUP BY value ORDER BY value",
+        "SELECT value, count(*), max(dim_0) FROM u8 GROUP BY value ORDER BY value",
+        // `uint64` values past `i64::MAX` (2^63 + 5, 2^64 - 1) beside small ones.
+        "SELECT v, count(*), sum(i), min(u) FROM ce GROUP BY v ORDER BY v",
+        "SELECT v, count(*) FROM ce WHERE i > 0 GROUP BY v ORDER BY v",
     ];
     let want = crate::util::expected_json("tables.json");
     for partitions in [1, 2, 3] {
@@ -536,6 +542,7 @@ async fn fused_grouping_by_integer_columns() {
             ("nl", "a", "ctable/nulls.b2d"),
             ("nl", "g", "ctable/nulls.b2d"),
             ("ev", "k", "ctable/events.b2d"),
+            ("ce", "v", "ctable/computed-edges.b2d"),
         ] {
             let sql = format!("SELECT {col}, count(*) FROM {t} GROUP BY {col}");
             let (got, plan) = run(&fused, &sql).await;

@@ -5,10 +5,11 @@
 //! process's, so that chosen values cannot make one chain of it. Group 0 is the null
 //! rows'.
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt64Array};
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{
-    Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
+    DataType, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
+    UInt64Type,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -34,7 +35,8 @@ impl IntGroups {
     }
 
     /// Replaces `out` with the group of each row of `col`, adding the groups of values
-    /// not seen before; `None` when `col` is not of an integer type that fits an `i64`.
+    /// not seen before; `None` when `col` is not of an integer type. A `uint64` value is
+    /// kept as the `i64` of its bits (the same value then gets the same group).
     pub fn map(&mut self, col: &ArrayRef, out: &mut Vec<i64>) -> Option<()> {
         out.clear();
         out.reserve(col.len());
@@ -47,7 +49,8 @@ impl IntGroups {
             )*};
         }
         of_type!(
-            Int64Type, Int32Type, Int16Type, Int8Type, UInt32Type, UInt16Type, UInt8Type
+            Int64Type, Int32Type, Int16Type, Int8Type, UInt64Type, UInt32Type, UInt16Type,
+            UInt8Type
         );
         None
     }
@@ -103,10 +106,17 @@ impl IntGroups {
         g as i64
     }
 
-    /// The values of `groups` (null for group 0), as `Int64`.
-    pub fn column(&self, groups: &[usize]) -> ArrayRef {
+    /// The values of `groups` (null for group 0), as `UInt64` for a key of that type
+    /// (from the bits [`IntGroups::map`] kept), else as `Int64`.
+    pub fn column(&self, groups: &[usize], key_type: &DataType) -> ArrayRef {
         let value = |g: usize| g.checked_sub(1).and_then(|i| self.values.get(i).copied());
-        std::sync::Arc::new(Int64Array::from_iter(groups.iter().map(|&g| value(g))))
+        let values = groups.iter().map(|&g| value(g));
+        match key_type {
+            DataType::UInt64 => {
+                std::sync::Arc::new(UInt64Array::from_iter(values.map(|v| v.map(|v| v as u64))))
+            }
+            _ => std::sync::Arc::new(Int64Array::from_iter(values)),
+        }
     }
 }
 
@@ -190,7 +200,7 @@ mod tests {
         g.map(&second, &mut out).unwrap();
         assert_eq!(out, [4, 6, 1]);
         assert_eq!(g.groups(), 7);
-        let keys = g.column(&[0, 1, 2, 3, 4, 5, 6]);
+        let keys = g.column(&[0, 1, 2, 3, 4, 5, 6], &DataType::Int64);
         let keys = keys.as_primitive::<Int64Type>();
         let want = [
             None,
@@ -213,10 +223,33 @@ mod tests {
         let mut out = Vec::new();
         g.map(&col, &mut out).unwrap();
         assert_eq!(out, (1..=256).collect::<Vec<i64>>());
-        let keys = g.column(&(1..=256).collect::<Vec<_>>());
+        let keys = g.column(&(1..=256).collect::<Vec<_>>(), &DataType::Int64);
         let keys: Vec<i64> = keys.as_primitive::<Int64Type>().values().to_vec();
         assert_eq!(keys, values.iter().map(|&v| v as i64).collect::<Vec<_>>());
         let floats: ArrayRef = Arc::new(arrow::array::Float64Array::from(vec![1.0]));
         assert!(g.map(&floats, &mut out).is_none());
+    }
+
+    /// `uint64` values past `i64::MAX` (negative as bits) beside small ones: one group
+    /// each, and their values back as `UInt64`.
+    #[test]
+    fn uint64_values_past_i64() {
+        let values = [u64::MAX, 5, (1 << 63) + 5, 5, 0, 1 << 63, u64::MAX];
+        let col: ArrayRef = Arc::new(UInt64Array::from(values.to_vec()));
+        let mut g = IntGroups::default();
+        let mut out = Vec::new();
+        g.map(&col, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3, 2, 4, 5, 1]);
+        let keys = g.column(&[0, 1, 2, 3, 4, 5], &DataType::UInt64);
+        let keys = keys.as_primitive::<UInt64Type>();
+        let want = [
+            None,
+            Some(u64::MAX),
+            Some(5),
+            Some((1 << 63) + 5),
+            Some(0),
+            Some(1 << 63),
+        ];
+        assert_eq!(keys.iter().collect::<Vec<_>>(), want);
     }
 }

@@ -308,7 +308,7 @@ impl GroupKeys {
             (KeyKind::Coordinate, _) => Arc::new(Int64Array::from_iter_values(
                 groups.iter().map(|&g| g as i64),
             )),
-            (KeyKind::Integer, _) => self.ints.column(groups),
+            (KeyKind::Integer, _) => self.ints.column(groups, key_type),
             (KeyKind::Text(_), _) => {
                 let texts = self.text.as_ref().map_or(&[][..], |t| &t.groups.texts);
                 Arc::new(StringArray::from_iter(

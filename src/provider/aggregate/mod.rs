@@ -489,7 +489,8 @@ fn group_of(
         | DataType::Int64
         | DataType::UInt8
         | DataType::UInt16
-        | DataType::UInt32 => (KeyKind::Integer, 0),
+        | DataType::UInt32
+        | DataType::UInt64 => (KeyKind::Integer, 0),
         DataType::Utf8 | DataType::Utf8View if !key_read => {
             (KeyKind::Text(exec()?.raw_text_column(c)?), 0)
         }
