@@ -140,6 +140,53 @@ impl DistinctGroups {
     }
 }
 
+/// The texts of raw records `col` of column `text` as the scan would have given them: a
+/// `Utf8` array, null where `col` is or where the text is the column's `null_text`.
+///
+/// # Errors
+/// A column that is not the raw records of `text`, a UTF-8 item that is not UTF-8.
+pub fn texts_of(col: &ArrayRef, text: &RawTextColumn) -> Result<ArrayRef> {
+    let wrong = || {
+        DataFusionError::Internal(format!(
+            "grouped Blosc2 aggregate: {}: the key is not its raw records",
+            text.what
+        ))
+    };
+    let texts: StringArray = match &text.raw {
+        RawText::Utf32(dtype) => {
+            let width = dtype.itemsize();
+            let records = (col.as_fixed_size_binary_opt())
+                .filter(|r| r.value_length() as usize == width)
+                .ok_or_else(wrong)?;
+            let data = &records.value_data()[..records.len() * width];
+            let converted = to_arrow(dtype, data, records.len(), width, 0);
+            converted.as_string::<i32>().clone()
+        }
+        RawText::Utf8 => {
+            let items = col.as_binary_opt::<i64>().ok_or_else(wrong)?;
+            let checked = arrow::compute::cast(items, &DataType::LargeUtf8).map_err(|e| {
+                DataFusionError::Execution(format!("{}: an item is not UTF-8 ({e})", text.what))
+            })?;
+            let small = arrow::compute::cast(&checked, &DataType::Utf8)?;
+            small.as_string::<i32>().clone()
+        }
+    };
+    let nulls = col.nulls().filter(|n| n.null_count() > 0);
+    let null = |i: usize| {
+        nulls.is_some_and(|n| n.is_null(i)) || text.null_text.as_deref() == Some(texts.value(i))
+    };
+    if nulls.is_none() && text.null_text.is_none() {
+        return Ok(Arc::new(texts));
+    }
+    let valid = arrow::buffer::NullBuffer::from_iter((0..texts.len()).map(|i| !null(i)));
+    let (offsets, values, _) = texts.into_parts();
+    Ok(Arc::new(StringArray::try_new(
+        offsets,
+        values,
+        Some(valid),
+    )?))
+}
+
 /// The groups of the rows of one partition's batches, by [`KeyKind`].
 #[derive(Debug)]
 pub struct GroupKeys {

@@ -851,7 +851,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         if let Some(group) = self.group.clone() {
             // Partial states are output early when the groups of texts or integers grow too
-            // many (or, past the probe, integers prove nearly all distinct), and sent on at
+            // many (or, past the probe, keys prove nearly all distinct), and sent on at
             // once: the node holds at most that many groups.
             let flush = (output == Output::PartialState).then_some(self.flush_groups);
             let fold = GroupedFold::new(group, aggs, output, Arc::clone(&schema), flush);
