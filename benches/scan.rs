@@ -198,6 +198,13 @@ const QUERIES: &[Query] = &[
         columns: "",
     },
     Query {
+        name: "skus: sum(qty) per sku, top 3 (10 M distinct texts)",
+        sql: "SELECT sku, sum(qty) AS s FROM skus_{c} GROUP BY sku ORDER BY s DESC, sku LIMIT 3",
+        check: Check::Same,
+        floor: &[],
+        columns: "",
+    },
+    Query {
         name: "orders: join on id with 5 keys (dynamic filter, FULL index)",
         sql: "SELECT count(*), sum(o.price) FROM orders_{c} o \
               JOIN (VALUES (7), (700007), (864199), (69999993), (3500000)) k(id) ON o.id = k.id",
