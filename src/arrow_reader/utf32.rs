@@ -40,6 +40,15 @@ pub fn utf32_to_arrow(
     }
 }
 
+/// Appends the UTF-8 of one `U<n>` value (`record`: its `4n` bytes, big-endian units when
+/// `big`) to `out`, as [`utf32_to_arrow`] converts it.
+pub fn push_utf32(record: &[u8], big: bool, out: &mut Vec<u8>) {
+    match big {
+        false => push_value::<false>(record, out),
+        true => push_value::<true>(record, out),
+    }
+}
+
 /// [`utf32_to_arrow`] with offsets of type `O`; `None` when the values outgrow them.
 fn build<O: OffsetSizeTrait>(
     data: &[u8],

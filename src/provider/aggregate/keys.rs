@@ -19,8 +19,10 @@
 
 use super::ints::IntGroups;
 use super::records::{ItemTable, RecordTable};
+use crate::array::dtype::{DType, Endian};
 use crate::arrow_reader::convert::to_arrow;
 use crate::arrow_reader::reader::RawText;
+use crate::arrow_reader::utf32::push_utf32;
 use crate::provider::exec::RawTextColumn;
 use arrow::array::{
     Array, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Array, StringArray,
@@ -63,14 +65,29 @@ struct TextGroups {
 }
 
 /// The groups of the distinct records of a text column, in the order they were seen.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct DistinctGroups {
     /// Each distinct record's group.
     record_group: Vec<i64>,
-    /// Each text's group (of `U<n>` records, several of which can convert alike).
-    text_group: HashMap<String, i64>,
-    /// The text of groups `1..`.
-    texts: Vec<String>,
+    /// The groups of texts holding U+FFFD, which records with invalid units convert to:
+    /// two such records can convert alike. (Distinct records whose texts hold no U+FFFD
+    /// have distinct texts.)
+    replaced: HashMap<String, i64>,
+    /// The texts of groups `1..`, concatenated: group `g`'s is `text[ends[g - 1]..ends[g]]`.
+    text: Vec<u8>,
+    /// Where each group's text ends (group 0's, the nulls', first).
+    ends: Vec<usize>,
+}
+
+impl Default for DistinctGroups {
+    fn default() -> Self {
+        DistinctGroups {
+            record_group: Vec::new(),
+            replaced: HashMap::new(),
+            text: Vec::new(),
+            ends: vec![0],
+        }
+    }
 }
 
 impl TextGroups {
@@ -102,41 +119,82 @@ impl DistinctGroups {
     }
 
     /// Gives new record `record` of column `col` its group: that of its text, converted
-    /// as the scan converts it (UTF-32) or checked as the scan checks it (UTF-8).
+    /// as the scan converts it (UTF-32) or checked as the scan checks it (UTF-8), and
+    /// appended to the texts of the groups (no allocation of its own: a column of many
+    /// distinct texts pays this for most rows).
     ///
     /// # Errors
     /// A UTF-8 item that is not UTF-8, as the scan refuses it.
-    #[cold]
+    #[inline(never)]
     fn add(&mut self, record: &[u8], col: &RawTextColumn) -> Result<()> {
-        let converted;
-        let text = match &col.raw {
+        let start = self.text.len();
+        match &col.raw {
             RawText::Utf32(dtype) => {
-                converted = to_arrow(dtype, record, 1, record.len(), 0);
-                converted.as_string::<i32>().value(0)
+                let big = matches!(
+                    dtype,
+                    DType::Unicode {
+                        endian: Endian::Big,
+                        ..
+                    }
+                );
+                push_utf32(record, big, &mut self.text);
             }
-            RawText::Utf8 => std::str::from_utf8(record).map_err(|e| {
-                DataFusionError::Execution(format!("{}: an item is not UTF-8 ({e})", col.what))
-            })?,
-        };
+            RawText::Utf8 => self.text.extend_from_slice(record),
+        }
+        let text = std::str::from_utf8(&self.text[start..]).map_err(|e| {
+            DataFusionError::Execution(format!("{}: an item is not UTF-8 ({e})", col.what))
+        })?;
+        // Distinct UTF-8 items are distinct texts; UTF-32 records too unless replaced.
+        let may_repeat =
+            matches!(col.raw, RawText::Utf32(_)) && text.contains(char::REPLACEMENT_CHARACTER);
         let g = if col.null_text.as_deref() == Some(text) {
-            0
-        } else if col.raw == RawText::Utf8 {
-            // Distinct UTF-8 items are distinct texts.
-            self.texts.push(text.to_string());
-            self.texts.len() as i64
+            Some(0)
+        } else if may_repeat {
+            self.replaced.get(text).copied()
         } else {
-            match self.text_group.get(text) {
-                Some(&g) => g,
-                None => {
-                    self.texts.push(text.to_string());
-                    let g = self.texts.len() as i64;
-                    self.text_group.insert(text.to_string(), g);
-                    g
+            None
+        };
+        let g = match g {
+            Some(g) => {
+                self.text.truncate(start);
+                g
+            }
+            None => {
+                if may_repeat {
+                    self.replaced
+                        .insert(text.to_string(), self.ends.len() as i64);
                 }
+                self.ends.push(self.text.len());
+                self.ends.len() as i64 - 1
             }
         };
         self.record_group.push(g);
         Ok(())
+    }
+
+    /// How many groups of texts (the null group not counted).
+    fn len(&self) -> usize {
+        self.ends.len() - 1
+    }
+
+    /// The key column of `groups`: each group's text, null for group 0.
+    ///
+    /// # Errors
+    /// None in practice: every text was checked as UTF-8 when added.
+    fn column(&self, groups: &[usize]) -> Result<ArrayRef> {
+        let mut keys = arrow::array::StringBuilder::with_capacity(groups.len(), 0);
+        for &g in groups {
+            match g.checked_sub(1).filter(|&g| g < self.len()) {
+                None => keys.append_null(),
+                Some(g) => {
+                    let text = &self.text[self.ends[g]..self.ends[g + 1]];
+                    keys.append_value(std::str::from_utf8(text).map_err(|e| {
+                        DataFusionError::Internal(format!("a group's text is not UTF-8 ({e})"))
+                    })?);
+                }
+            }
+        }
+        Ok(Arc::new(keys.finish()))
     }
 }
 
@@ -229,7 +287,7 @@ impl GroupKeys {
         match (&self.kind, &self.text) {
             (KeyKind::Coordinate, _) => self.bound,
             (KeyKind::DictionaryCodes, _) => self.bound + 1,
-            (KeyKind::Text(_), t) => 1 + t.as_ref().map_or(0, |t| t.groups.texts.len()),
+            (KeyKind::Text(_), t) => 1 + t.as_ref().map_or(0, |t| t.groups.len()),
             (KeyKind::Integer, _) => self.ints.groups(),
         }
     }
@@ -356,14 +414,10 @@ impl GroupKeys {
                 groups.iter().map(|&g| g as i64),
             )),
             (KeyKind::Integer, _) => self.ints.column(groups, key_type),
-            (KeyKind::Text(_), _) => {
-                let texts = self.text.as_ref().map_or(&[][..], |t| &t.groups.texts);
-                Arc::new(StringArray::from_iter(
-                    groups
-                        .iter()
-                        .map(|&g| g.checked_sub(1).and_then(|g| texts.get(g))),
-                ))
-            }
+            (KeyKind::Text(_), _) => match &self.text {
+                Some(t) => t.groups.column(groups)?,
+                None => arrow::array::new_null_array(&DataType::Utf8, groups.len()),
+            },
             // No batch: no group.
             (KeyKind::DictionaryCodes, None) => arrow::array::new_empty_array(key_type),
             (KeyKind::DictionaryCodes, Some(values)) => {
@@ -472,7 +526,8 @@ mod tests {
     }
 
     /// `<U3` records, little- and big-endian: trailing NULs dropped, two different
-    /// invalid units (both U+FFFD as text) in one group, the sentinel's text and masked
+    /// invalid units and U+FFFD itself (all U+FFFD as text) in one group, the sentinel's
+    /// text and masked
     /// rows in the null group, a text seen again in a second batch; after `reset`, the
     /// numbering starts afresh.
     #[test]
@@ -499,10 +554,12 @@ mod tests {
                 [0x4E, 0x41, 0],    // "NA": the sentinel
                 [0x65E5, 0, 0],     // "日"
                 [0x61, 0, 0x62],    // "a\0b"
+                [0xFFFD, 0, 0],     // U+FFFD stored as such
                 [0x61, 0x62, 0x63], // "abc", masked
             ];
             let bytes: Vec<u8> = rows.iter().flat_map(|&r| record(r)).collect();
-            let mask = NullBuffer::from(vec![true, true, true, true, true, true, true, false]);
+            let mask =
+                NullBuffer::from(vec![true, true, true, true, true, true, true, true, false]);
             let col: ArrayRef =
                 Arc::new(FixedSizeBinaryArray::try_new(12, bytes.into(), Some(mask)).unwrap());
             let kind = KeyKind::Text(RawTextColumn {
@@ -512,7 +569,10 @@ mod tests {
             });
             let mut keys = GroupKeys::new(kind, 0);
             assert_eq!(keys.groups(), 1);
-            assert_eq!(groups(&mut keys, &col).unwrap(), [1, 1, 2, 2, 0, 3, 4, 0]);
+            assert_eq!(
+                groups(&mut keys, &col).unwrap(),
+                [1, 1, 2, 2, 0, 3, 4, 2, 0]
+            );
             assert_eq!(keys.groups(), 5);
             let again: ArrayRef = Arc::new(
                 FixedSizeBinaryArray::try_new(12, record([0x65E5, 0, 0]).into(), None).unwrap(),
