@@ -199,9 +199,6 @@ fn units(
     Some(out)
 }
 
-/// The needles in a small open-addressed table of their hashes: a record (or item) is
-/// hashed in one pass over its words whatever the number of needles, and compared whole
-/// only where a hash matches. Items whose length no needle has are told apart first.
 /// The test of variable-length items a [`TextMatch`] makes ([`TextMatch::item_test`]).
 pub struct ItemTest<'a>(Test<'a>);
 
@@ -239,6 +236,9 @@ impl ItemFilter for &[ItemTest<'_>] {
     }
 }
 
+/// The needles in a small open-addressed table of their hashes: a record (or item) is
+/// hashed in one pass over its words whatever the number of needles, and compared whole
+/// only where a hash matches. Items whose length no needle has are told apart first.
 struct NeedleTable<'a> {
     slots: Vec<Option<(u64, &'a [u8])>>,
     bits: u32,

@@ -527,9 +527,8 @@ mod tests {
 
     /// `<U3` records, little- and big-endian: trailing NULs dropped, two different
     /// invalid units and U+FFFD itself (all U+FFFD as text) in one group, the sentinel's
-    /// text and masked
-    /// rows in the null group, a text seen again in a second batch; after `reset`, the
-    /// numbering starts afresh.
+    /// text and masked rows in the null group, a text seen again in a second batch; after
+    /// `reset`, the numbering starts afresh.
     #[test]
     fn utf32_records_group_by_their_text() {
         for endian in [
