@@ -740,6 +740,22 @@ mod tests {
                 outs.extend(fold.take_flushed());
             }
             assert!(fold.row_groups);
+            // Passed through, an item that is not UTF-8 is still refused, naming the column.
+            if raw == RawText::Utf8 {
+                let bad = RecordBatch::try_new(
+                    Arc::clone(&schema_in),
+                    vec![
+                        Arc::new(LargeBinaryArray::from_iter_values([
+                            b"ok".as_slice(),
+                            b"\xff",
+                        ])),
+                        Arc::new(Int64Array::from_iter_values([0, 1])),
+                    ],
+                )
+                .unwrap();
+                let e = fold.add(&bad).unwrap_err().to_string();
+                assert!(e.contains("test column") && e.contains("not UTF-8"), "{e}");
+            }
             outs.push(fold.finish().unwrap());
             let mut want: HashMap<Option<String>, (i64, i64)> = HashMap::new();
             for i in 0..n {

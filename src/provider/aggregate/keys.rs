@@ -222,7 +222,13 @@ pub fn texts_of(col: &ArrayRef, text: &RawTextColumn) -> Result<ArrayRef> {
         }
         RawText::Utf8 => {
             let items = col.as_binary_opt::<i64>().ok_or_else(wrong)?;
-            let checked = arrow::compute::cast(items, &DataType::LargeUtf8).map_err(|e| {
+            // Not `safe`: a safe cast would make an item that is not UTF-8 a null.
+            let strict = arrow::compute::CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            let checked = arrow::compute::cast_with_options(items, &DataType::LargeUtf8, &strict)
+                .map_err(|e| {
                 DataFusionError::Execution(format!("{}: an item is not UTF-8 ({e})", text.what))
             })?;
             let small = arrow::compute::cast(&checked, &DataType::Utf8)?;
