@@ -650,6 +650,60 @@ mod tests {
         assert_eq!(got, sum_f);
     }
 
+    /// The schema of the batches [`fold_distinct`] folds: key `k` of type `key`, value
+    /// `v` (the row number).
+    fn fold_input(key: DataType) -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", key, true),
+            Field::new("v", DataType::Int64, false),
+        ]))
+    }
+
+    /// `count(*)` and `sum(v)` of rows `0..n` as partial states grouped by keys of
+    /// `kind` (`column(rows)` gives those rows' keys, of type `key_in`; the output key is
+    /// `key_out`), with the flush limit of a plan of several partitions, in batches of
+    /// 16 Ki rows; the fold, and the rows it output so far.
+    fn fold_distinct(
+        kind: KeyKind,
+        key_in: DataType,
+        key_out: DataType,
+        n: usize,
+        column: impl Fn(std::ops::Range<usize>) -> ArrayRef,
+    ) -> (GroupedFold, Vec<RecordBatch>) {
+        let aggs = [
+            agg(AggKind::Count, None, None),
+            agg(AggKind::Sum, Some(1), Some(SumType::I64)),
+        ];
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", key_out, true),
+            Field::new("rows", DataType::Int64, false),
+            Field::new("sum", DataType::Int64, true),
+        ]));
+        let group = Group {
+            column: 0,
+            bound: 0,
+            keys: kind,
+        };
+        let mut fold = GroupedFold::new(
+            group,
+            aggs.to_vec(),
+            Output::PartialState,
+            schema,
+            Some(1 << 20),
+        );
+        let schema_in = fold_input(key_in);
+        let mut outs = Vec::new();
+        for at in (0..n).step_by(16 * 1024) {
+            let to = (at + 16 * 1024).min(n);
+            let values = Arc::new(Int64Array::from_iter_values((at..to).map(|i| i as i64)));
+            let batch =
+                RecordBatch::try_new(Arc::clone(&schema_in), vec![column(at..to), values]).unwrap();
+            fold.add(&batch).unwrap();
+            outs.extend(fold.take_flushed());
+        }
+        (fold, outs)
+    }
+
     /// Text keys nearly all distinct, as `U8` records and as UTF-8 items: past the
     /// probe, each row is output as its own group under its text; merged per text, the
     /// rows and sums are each text's. Null rows (the records' nulls, and those whose text
@@ -696,54 +750,23 @@ mod tests {
                     )),
                 }
             };
-            let schema_in = Arc::new(Schema::new(vec![
-                Field::new("k", raw.data_type(), true),
-                Field::new("v", DataType::Int64, false),
-            ]));
-            let aggs = [
-                agg(AggKind::Count, None, None),
-                agg(AggKind::Sum, Some(1), Some(SumType::I64)),
-            ];
-            let schema = Arc::new(Schema::new(vec![
-                Field::new("k", DataType::Utf8, true),
-                Field::new("rows", DataType::Int64, false),
-                Field::new("sum", DataType::Int64, true),
-            ]));
-            let group = Group {
-                column: 0,
-                bound: 0,
-                keys: KeyKind::Text(RawTextColumn {
-                    raw: raw.clone(),
-                    null_text: Some("NA".into()),
-                    what: "test column".into(),
-                }),
+            let what = RawTextColumn {
+                raw: raw.clone(),
+                null_text: Some("NA".into()),
+                what: "test column".into(),
             };
-            let mut fold = GroupedFold::new(
-                group,
-                aggs.to_vec(),
-                Output::PartialState,
-                schema.clone(),
-                Some(1 << 20),
+            let (mut fold, mut outs) = fold_distinct(
+                KeyKind::Text(what),
+                raw.data_type(),
+                DataType::Utf8,
+                n,
+                records,
             );
-            let mut outs = Vec::new();
-            for at in (0..n).step_by(16 * 1024) {
-                let to = (at + 16 * 1024).min(n);
-                let batch = RecordBatch::try_new(
-                    Arc::clone(&schema_in),
-                    vec![
-                        records(at..to),
-                        Arc::new(Int64Array::from_iter_values((at..to).map(|i| i as i64))),
-                    ],
-                )
-                .unwrap();
-                fold.add(&batch).unwrap();
-                outs.extend(fold.take_flushed());
-            }
             assert!(fold.row_groups);
             // Passed through, an item that is not UTF-8 is still refused, naming the column.
             if raw == RawText::Utf8 {
                 let bad = RecordBatch::try_new(
-                    Arc::clone(&schema_in),
+                    fold_input(raw.data_type()),
                     vec![
                         Arc::new(LargeBinaryArray::from_iter_values([
                             b"ok".as_slice(),
@@ -790,45 +813,16 @@ mod tests {
             7 => Some(5),
             _ => Some(i as i32),
         };
-        let schema_in = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int32, true),
-            Field::new("v", DataType::Int64, false),
-        ]));
-        let aggs = [
-            agg(AggKind::Count, None, None),
-            agg(AggKind::Sum, Some(1), Some(SumType::I64)),
-        ];
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int32, true),
-            Field::new("rows", DataType::Int64, false),
-            Field::new("sum", DataType::Int64, true),
-        ]));
-        let group = Group {
-            column: 0,
-            bound: 0,
-            keys: KeyKind::Integer,
+        let column = |rows: std::ops::Range<usize>| -> ArrayRef {
+            Arc::new(Int32Array::from_iter(rows.map(key)))
         };
-        let mut fold = GroupedFold::new(
-            group,
-            aggs.to_vec(),
-            Output::PartialState,
-            schema.clone(),
-            Some(1 << 20),
+        let (fold, mut outs) = fold_distinct(
+            KeyKind::Integer,
+            DataType::Int32,
+            DataType::Int32,
+            n,
+            column,
         );
-        let mut outs = Vec::new();
-        for at in (0..n).step_by(16 * 1024) {
-            let to = (at + 16 * 1024).min(n);
-            let batch = RecordBatch::try_new(
-                Arc::clone(&schema_in),
-                vec![
-                    Arc::new(Int32Array::from_iter((at..to).map(key))),
-                    Arc::new(Int64Array::from_iter_values((at..to).map(|i| i as i64))),
-                ],
-            )
-            .unwrap();
-            fold.add(&batch).unwrap();
-            outs.extend(fold.take_flushed());
-        }
         assert!(fold.row_groups);
         outs.push(fold.finish().unwrap());
         let mut want: HashMap<Option<i32>, (i64, i64)> = HashMap::new();
