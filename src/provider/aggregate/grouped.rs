@@ -290,21 +290,26 @@ impl GroupedFold {
         self.states
             .add_batch(batch, self.keys.of(col), &self.aggs)?;
         if self.flush.is_some_and(|limit| self.states.len() > limit) {
-            let out = self.output_states()?;
-            self.flushed.push(out);
-            self.keys.reset();
-            self.states = GroupedStates::new(&self.aggs, self.keys.groups());
+            self.flush_held()?;
         }
-        let probes = matches!(self.group.keys, KeyKind::Integer | KeyKind::Text(_));
-        if self.flush.is_some() && probes && !self.probed() {
+        // A flush limit is set for text and integer keys only (`new`): those probed.
+        if self.flush.is_some() && !self.probed() {
             self.rows_seen += batch.num_rows();
             if self.probed() && self.states.len() * 5 > self.rows_seen * 4 {
-                self.flushed.push(self.output_states()?);
-                self.keys.reset();
-                self.states = GroupedStates::new(&self.aggs, self.keys.groups());
+                self.flush_held()?;
                 self.row_groups = true;
             }
         }
+        Ok(())
+    }
+
+    /// Outputs the states of the groups held ([`GroupedFold::take_flushed`]) and forgets
+    /// the groups.
+    fn flush_held(&mut self) -> Result<()> {
+        let out = self.output_states()?;
+        self.flushed.push(out);
+        self.keys.reset();
+        self.states = GroupedStates::new(&self.aggs, self.keys.groups());
         Ok(())
     }
 
@@ -542,12 +547,9 @@ mod tests {
             Field::new("sum", DataType::Int64, true),
             Field::new("count", DataType::Int64, false),
         ]));
-        let key = |g: &[usize]| -> Result<ArrayRef> {
-            Ok(Arc::new(Int64Array::from_iter_values(
-                g.iter().map(|&g| g as i64),
-            )))
-        };
-        let out = states.output(&schema, &aggs, Output::Final, key).unwrap();
+        let out = states
+            .output(&schema, &aggs, Output::Final, group_numbers)
+            .unwrap();
         let col = |c: usize| out.column(c).clone();
         assert_eq!(col(0).as_primitive::<Int64Type>().values(), &[0, 2, 3]);
         assert_eq!(col(1).as_primitive::<Int64Type>().values(), &[40, 4, 10]);
@@ -586,6 +588,13 @@ mod tests {
                 .add_batch(&bad, &[5], &count)
                 .is_err()
         );
+    }
+
+    /// The key column of coordinate keys: each group's number.
+    fn group_numbers(g: &[usize]) -> Result<ArrayRef> {
+        Ok(Arc::new(Int64Array::from_iter_values(
+            g.iter().map(|&g| g as i64),
+        )))
     }
 
     /// The same rows in an order where each key changes from row to row (each row its
@@ -627,12 +636,9 @@ mod tests {
                 Field::new("i", DataType::Int64, true),
                 Field::new("count", DataType::Int64, false),
             ]));
-            let key = |g: &[usize]| -> Result<ArrayRef> {
-                Ok(Arc::new(Int64Array::from_iter_values(
-                    g.iter().map(|&g| g as i64),
-                )))
-            };
-            states.output(&schema, &aggs, Output::Final, key).unwrap()
+            states
+                .output(&schema, &aggs, Output::Final, group_numbers)
+                .unwrap()
         };
         let shuffled: Vec<usize> = (0..n).collect();
         let mut sorted = shuffled.clone();

@@ -160,12 +160,12 @@ impl DistinctGroups {
                 g
             }
             None => {
+                let g = self.ends.len() as i64;
                 if may_repeat {
-                    self.replaced
-                        .insert(text.to_string(), self.ends.len() as i64);
+                    self.replaced.insert(text.to_string(), g);
                 }
                 self.ends.push(self.text.len());
-                self.ends.len() as i64 - 1
+                g
             }
         };
         self.record_group.push(g);

@@ -420,10 +420,11 @@ fn member_sources(p: &ProjectionExec) -> Vec<Option<Source>> {
 /// The most groups a fused node keeps (dense states: 24 bytes per group and aggregate).
 const MAX_GROUPS: u64 = 1 << 20;
 
-/// The most groups of texts or integers a fused node computing partial states keeps: past them, it
-/// outputs the states it has and starts afresh (DataFusion's final aggregation merges
-/// the rows of one key). A one-partition node, which outputs final values, keeps all.
-const MAX_TEXT_GROUPS: usize = 1 << 20;
+/// The most groups of texts or integers a fused node computing partial states keeps:
+/// past them, it outputs the states it has and starts afresh (DataFusion's final
+/// aggregation merges the rows of one key). A one-partition node, which outputs final
+/// values, keeps all.
+const MAX_PARTIAL_GROUPS: usize = 1 << 20;
 
 /// The grouping of a fused node: by scan column `column`, whose keys lie in `0..bound`
 /// (coordinates, dictionary codes; texts are numbered as they come).
@@ -670,7 +671,8 @@ pub struct Blosc2AggregateExec {
     constant_keys: Vec<(usize, ScalarValue)>,
     output: Output,
     schema: SchemaRef,
-    /// The most groups of texts kept when computing partial states ([`MAX_TEXT_GROUPS`]).
+    /// The most groups of texts or integers kept when computing partial states
+    /// ([`MAX_PARTIAL_GROUPS`]).
     flush_groups: usize,
     props: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
@@ -702,7 +704,7 @@ impl Blosc2AggregateExec {
             constant_keys: Vec::new(),
             output,
             schema,
-            flush_groups: MAX_TEXT_GROUPS,
+            flush_groups: MAX_PARTIAL_GROUPS,
             props: Arc::new(props),
             metrics: ExecutionPlanMetricsSet::new(),
         }
