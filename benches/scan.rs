@@ -275,6 +275,16 @@ const QUERIES: &[Query] = &[
         columns: "name, id",
     },
     Query {
+        name: "names: name LIKE '%ab%', count and sum(id)",
+        sql: "SELECT count(*), sum(id) FROM names_{c} WHERE name LIKE '%ab%'",
+        check: Check::Same,
+        floor: &[
+            "names-{c}.b2d/_cols/name.b2nd",
+            "names-{c}.b2d/_cols/id.b2nd",
+        ],
+        columns: "name, id",
+    },
+    Query {
         name: "names: count per name, top 3",
         sql: "SELECT name, count(*) AS n FROM names_{c} GROUP BY name ORDER BY n DESC, name LIMIT 3",
         check: Check::Same,
@@ -298,6 +308,13 @@ const QUERIES: &[Query] = &[
     Query {
         name: "cats: text = one of 2,000 (vlstring column)",
         sql: "SELECT count(*) FROM cats_{c} WHERE text = 'abjvhujq'",
+        check: Check::Same,
+        floor: &["cats-{c}.b2d/_cols/text.b2b"],
+        columns: "text",
+    },
+    Query {
+        name: "cats: text LIKE '%ab%' (vlstring column)",
+        sql: "SELECT count(*) FROM cats_{c} WHERE text LIKE '%ab%'",
         check: Check::Same,
         floor: &["cats-{c}.b2d/_cols/text.b2b"],
         columns: "text",

@@ -9,9 +9,28 @@
 //! equals no converted value, and neither does one longer than `n` characters; a text
 //! holding U+FFFD could equal records with invalid units (which convert to U+FFFD), so
 //! [`TextMatch::new`] declines it and the scan keeps every row.
+//!
+//! `LIKE` patterns are tested the same way on a text they imply: `'ab%'` on its prefix
+//! (records starting with `ab`'s units), `'%ab%'` on a text every match contains (records
+//! holding `ab`'s units at a unit boundary, found by one `memmem` search over a batch's
+//! records). These keep a superset of the matching rows; the pattern itself is applied
+//! above the scan.
 
 use crate::array::batch_array::ItemFilter;
 use arrow::buffer::BooleanBuffer;
+use memchr::memmem;
+
+/// How a record or item is compared with a [`TextMatch`]'s texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Matching {
+    /// It equals one of them.
+    Equal,
+    /// It starts with one of them.
+    Prefix,
+    /// It contains one of them (for records: at a code unit boundary).
+    Substring,
+}
+
 /// The padded records that equal one of a filter's texts, for one `U<n>` (or `S<n>`)
 /// column; or the variable-length items (UTF-8 text or bytes of a BatchArray column,
 /// such as a CTable `vlstring`) that do ([`TextMatch::items`]).
@@ -20,10 +39,15 @@ pub struct TextMatch {
     /// Record size in bytes (`4 * n`); 0 for variable-length items.
     size: usize,
     /// The texts that some record can equal, each as the record it would be; or, for
-    /// [`TextMatch::prefixes`], the code units a record must start with.
+    /// [`TextMatch::prefixes`] and [`TextMatch::substrings`], the code units a record
+    /// must start with or hold.
     needles: Vec<Vec<u8>>,
-    /// Whether the needles are prefixes.
-    prefix: bool,
+    /// How the needles are compared.
+    how: Matching,
+    /// For [`TextMatch::codes`], the codes as a bit set (bit `c` of word `c / 64`):
+    /// against several codes, a record is tested by one load, not hashed. (Against one,
+    /// a comparison is faster: the compiler vectorizes it.)
+    code_bits: Option<Vec<u64>>,
 }
 
 impl TextMatch {
@@ -41,7 +65,8 @@ impl TextMatch {
         Some(TextMatch {
             size,
             needles,
-            prefix: false,
+            how: Matching::Equal,
+            code_bits: None,
         })
     }
 
@@ -54,7 +79,22 @@ impl TextMatch {
         Some(TextMatch {
             size: chars * 4,
             needles: units(prefixes, chars, big, |_| true)?,
-            prefix: true,
+            how: Matching::Prefix,
+            code_bits: None,
+        })
+    }
+
+    /// The records of a `U<chars>` column whose strings contain one of `texts`
+    /// (`LIKE '%x%'`), or `None` as for [`TextMatch::new`]. A record is kept when a
+    /// text's units are among its units (at a multiple of 4 bytes): every string that
+    /// contains it, and a few that do not (a text ending in NUL also keeps records whose
+    /// NULs are trailing), which the filter above the scan removes.
+    pub fn substrings(texts: &[String], chars: usize, big: bool) -> Option<Self> {
+        Some(TextMatch {
+            size: chars * 4,
+            needles: units(texts, chars, big, |_| true)?,
+            how: Matching::Substring,
+            code_bits: None,
         })
     }
 
@@ -75,7 +115,8 @@ impl TextMatch {
         TextMatch {
             size: len,
             needles,
-            prefix: false,
+            how: Matching::Equal,
+            code_bits: None,
         }
     }
 
@@ -87,18 +128,27 @@ impl TextMatch {
         codes.sort_unstable();
         codes.dedup();
         let needles = codes.iter().map(|c| c.to_le_bytes().to_vec()).collect();
+        let mut bits = Vec::new();
+        for &c in codes.iter().filter(|&&c| c >= 0) {
+            let c = c as usize;
+            if bits.len() <= c / 64 {
+                bits.resize(c / 64 + 1, 0u64);
+            }
+            bits[c / 64] |= 1 << (c % 64);
+        }
         TextMatch {
             size: 4,
             needles,
-            prefix: false,
+            how: Matching::Equal,
+            code_bits: Some(bits),
         }
     }
 
     /// The variable-length items (a BatchArray column's texts as UTF-8, or its byte
-    /// strings) equal to one of `values`, or starting with one of them when `prefix`.
-    /// Text items are valid UTF-8 (their conversion checks it), so equal bytes are equal
-    /// strings.
-    pub fn items(values: Vec<Vec<u8>>, prefix: bool) -> Self {
+    /// strings) equal to one of `values`, starting with one or containing one, as `how`
+    /// says. Text items are valid UTF-8 (their conversion checks it), so equal bytes are
+    /// equal strings, and a text's bytes inside an item's are a substring of it.
+    pub fn items(values: Vec<Vec<u8>>, how: Matching) -> Self {
         let mut needles: Vec<Vec<u8>> = Vec::with_capacity(values.len());
         for v in values {
             if !needles.contains(&v) {
@@ -108,7 +158,8 @@ impl TextMatch {
         TextMatch {
             size: 0,
             needles,
-            prefix,
+            how,
+            code_bits: None,
         }
     }
 
@@ -117,11 +168,15 @@ impl TextMatch {
         self.size == 0
     }
 
-    /// The test of one item ([`TextMatch::items`]): whether it equals (or starts with)
-    /// one of the values. Built once, then called on each item as it is scanned.
+    /// The test of one item ([`TextMatch::items`]): whether it equals (starts with,
+    /// contains) one of the values. Built once, then called on each item as it is
+    /// scanned.
     pub fn item_test(&self) -> ItemTest<'_> {
         ItemTest(match self.needles.as_slice() {
-            _ if self.prefix => Test::Prefixes(&self.needles),
+            _ if self.how == Matching::Prefix => Test::Prefixes(&self.needles),
+            _ if self.how == Matching::Substring => {
+                Test::Substrings(self.needles.iter().map(memmem::Finder::new).collect())
+            }
             [] => Test::Nothing,
             [one] => Test::One(one, head(one)),
             many => Test::Table(NeedleTable::new(many)),
@@ -134,17 +189,29 @@ impl TextMatch {
     }
 
     /// For each of `n` records (record `i` at `data[i * stride + offset..]`, `size` bytes),
-    /// whether it equals one of the texts.
+    /// whether it equals one of the texts (starts with one, holds one).
     ///
     /// # Panics
     /// When `data` is shorter than the `n` records (the caller sizes it from the same
     /// geometry).
     pub fn keep(&self, data: &[u8], n: usize, stride: usize, offset: usize) -> BooleanBuffer {
         let rec = |i: usize| &data[i * stride + offset..][..self.size];
-        if self.prefix {
+        if let (Some(bits), 2..) = (&self.code_bits, self.needles.len()) {
             return BooleanBuffer::collect_bool(n, |i| {
-                self.needles.iter().any(|p| rec(i).starts_with(p))
+                let code = i32::from_le_bytes(rec(i).try_into().expect("4-byte codes"));
+                // A negative code (null) is no word's.
+                let c = usize::try_from(code).unwrap_or(usize::MAX);
+                bits.get(c / 64).is_some_and(|w| w >> (c % 64) & 1 == 1)
             });
+        }
+        match self.how {
+            Matching::Prefix => {
+                return BooleanBuffer::collect_bool(n, |i| {
+                    self.needles.iter().any(|p| rec(i).starts_with(p))
+                });
+            }
+            Matching::Substring => return self.keep_holding(data, n, stride, offset),
+            Matching::Equal => {}
         }
         match self.needles.as_slice() {
             [] => BooleanBuffer::new_unset(n),
@@ -162,6 +229,61 @@ impl TextMatch {
             }
         }
     }
+}
+
+impl TextMatch {
+    /// [`TextMatch::keep`] for substrings: where the records lie end to end, each
+    /// needle is searched for once over all of them, and a find counts for the record
+    /// it starts in when it starts at a unit boundary and ends inside that record;
+    /// otherwise record by record.
+    fn keep_holding(&self, data: &[u8], n: usize, stride: usize, offset: usize) -> BooleanBuffer {
+        let size = self.size;
+        if self.needles.iter().any(|x| x.is_empty()) {
+            return BooleanBuffer::new_set(n);
+        }
+        let finders: Vec<memmem::Finder<'_>> =
+            self.needles.iter().map(memmem::Finder::new).collect();
+        if stride != size || size == 0 {
+            let rec = |i: usize| &data[i * stride + offset..][..size];
+            return BooleanBuffer::collect_bool(n, |i| {
+                finders.iter().any(|f| holds_at_unit(f, rec(i)))
+            });
+        }
+        let all = &data[offset..][..n * size];
+        let mut kept = arrow::array::BooleanBufferBuilder::new(n);
+        kept.append_n(n, false);
+        for f in &finders {
+            let len = f.needle().len();
+            let mut from = 0;
+            while let Some(p) = f.find(&all[from..]) {
+                let at = from + p;
+                let (i, within) = (at / size, at % size);
+                if within % 4 == 0 && within + len <= size {
+                    kept.set_bit(i, true);
+                    from = (i + 1) * size; // The record is kept: on to the next.
+                } else {
+                    from = at + 1;
+                }
+                if from >= all.len() {
+                    break;
+                }
+            }
+        }
+        kept.finish()
+    }
+}
+
+/// Whether `rec` holds the finder's needle at a multiple of 4 bytes. (Finds are
+/// tried at every byte: one that is not at a boundary may overlap one that is.)
+fn holds_at_unit(f: &memmem::Finder<'_>, rec: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(p) = rec.get(from..).and_then(|r| f.find(r)) {
+        if (from + p) % 4 == 0 {
+            return true;
+        }
+        from += p + 1;
+    }
+    false
 }
 
 /// The code units (big-endian when `big`) of each of `texts` that `usable` accepts and a
@@ -212,6 +334,8 @@ enum Test<'a> {
     Table(NeedleTable<'a>),
     /// Starting with one of these.
     Prefixes(&'a [Vec<u8>]),
+    /// Holding one of these.
+    Substrings(Vec<memmem::Finder<'a>>),
 }
 
 impl ItemFilter for ItemTest<'_> {
@@ -223,6 +347,7 @@ impl ItemFilter for ItemTest<'_> {
             Test::One(one, h) => r.len() == one.len() && head(r) == *h && same(r, one),
             Test::Table(t) => t.contains(r),
             Test::Prefixes(ps) => ps.iter().any(|p| r.starts_with(p)),
+            Test::Substrings(fs) => fs.iter().any(|f| f.find(r).is_some()),
             Test::Nothing => false,
         }
     }
@@ -462,6 +587,88 @@ mod tests {
         assert_eq!(TextMatch::prefixes(&["\u{FFFD}".into()], 3, false), None);
     }
 
+    /// Substrings keep every record whose string holds one, and only those unless the
+    /// text ends in NUL: random records of letters, NULs, a unit whose bytes hold `a`'s
+    /// unit off a boundary (U+6100, `愀`), an invalid unit (U+FFFD once converted) and an
+    /// astral one, searched end to end (`keep`'s one search) and inside wider rows.
+    #[test]
+    fn substrings_keep_every_string_that_holds_them() {
+        let alphabet = [0x61, 0x62, 0, 0x6100, 0x61_0000, 0x1F600, 0x6161];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let values: Vec<Vec<u32>> = (0..3000)
+            .map(|_| {
+                let len = next(5) as usize;
+                (0..len).map(|_| alphabet[next(7) as usize]).collect()
+            })
+            .collect();
+        let refs: Vec<&[u32]> = values.iter().map(Vec::as_slice).collect();
+        let texts = [
+            "a", "ab", "ba", "aa", "b\0a", "愀", "😀a", "a\0", "\0", "abab",
+        ];
+        let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let mut sets: Vec<Vec<String>> = texts.iter().map(|t| vec![t.clone()]).collect();
+        sets.push(vec!["ab".into(), "ba".into()]);
+        for big in [false, true] {
+            let data = records(&refs, 4, big);
+            let strings = utf32_to_arrow(&data, refs.len(), 16, 0, 4, big);
+            let strings = strings.as_string::<i32>();
+            // The same records at offset 4 of 24-byte rows.
+            let mut wide = vec![0x61u8; refs.len() * 24];
+            for i in 0..refs.len() {
+                wide[i * 24 + 4..][..16].copy_from_slice(&data[i * 16..][..16]);
+            }
+            for set in &sets {
+                let m = TextMatch::substrings(set, 4, big).expect("no U+FFFD");
+                let end_to_end = m.keep(&data, refs.len(), 16, 0);
+                let in_rows = m.keep(&wide, refs.len(), 24, 4);
+                assert_eq!(end_to_end, in_rows, "{set:?}");
+                let mut kept_more = 0;
+                for (i, s) in strings.iter().enumerate() {
+                    let holds = set
+                        .iter()
+                        .any(|t| s.is_some_and(|s| s.contains(t.as_str())));
+                    if set.iter().any(|t| t.ends_with('\0')) {
+                        assert!(end_to_end.value(i) || !holds, "record {i} {s:?}, {set:?}");
+                        kept_more += usize::from(end_to_end.value(i) && !holds);
+                    } else {
+                        assert_eq!(end_to_end.value(i), holds, "record {i} {s:?}, {set:?}");
+                    }
+                }
+                if set == &["\0".to_string()] {
+                    assert!(kept_more > 0, "trailing NULs hold a NUL text");
+                }
+            }
+        }
+        assert_eq!(TextMatch::substrings(&["\u{FFFD}".into()], 3, false), None);
+        // A text longer than the records keeps none; an empty one keeps all.
+        let data = records(&[&[0x61], &[]], 2, false);
+        let long = TextMatch::substrings(&["aaa".into()], 2, false).expect("plain");
+        assert_eq!(long.keep(&data, 2, 8, 0).count_set_bits(), 0);
+        let empty = TextMatch::substrings(&["".into()], 2, false).expect("plain");
+        assert_eq!(empty.keep(&data, 2, 8, 0).count_set_bits(), 2);
+    }
+
+    /// Dictionary codes: one code, and several (the bit set), against null (−1) and
+    /// codes past the largest.
+    #[test]
+    fn codes_keep_exactly_theirs() {
+        let recs: [i32; 8] = [-1, 3, 70, 4, 200, 0, 3, i32::MAX];
+        let data: Vec<u8> = recs.iter().flat_map(|c| c.to_le_bytes()).collect();
+        for codes in [&[3][..], &[3, 70, 3], &[0, 64, 70], &[]] {
+            let m = TextMatch::codes(codes);
+            let kept = m.keep(&data, recs.len(), 4, 0);
+            for (i, c) in recs.iter().enumerate() {
+                assert_eq!(kept.value(i), codes.contains(c), "code {c}, {codes:?}");
+            }
+        }
+    }
+
     /// `S<n>` records: a value matches exactly the records that read as it.
     #[test]
     fn bytes_match_records_read_without_trailing_nuls() {
@@ -532,8 +739,8 @@ mod tests {
         assert_eq!(none.keep(&data, 3, 20, 4).count_set_bits(), 0);
     }
 
-    /// Variable-length items: `item_test` passes exactly the items equal to (or starting
-    /// with) a value, for one value and for many (the hashed path), with items
+    /// Variable-length items: `item_test` passes exactly the items equal to (starting
+    /// with, holding) a value, for one value and for many (the hashed path), with items
     /// shorter, longer and of the same head as the values (`nil` ones are
     /// never tested: the scan drops them).
     #[test]
@@ -557,9 +764,8 @@ mod tests {
             &["nothing"],
         ];
         for set in sets {
-            for prefix in [false, true] {
-                let m =
-                    TextMatch::items(set.iter().map(|s| s.as_bytes().to_vec()).collect(), prefix);
+            for how in [Matching::Equal, Matching::Prefix, Matching::Substring] {
+                let m = TextMatch::items(set.iter().map(|s| s.as_bytes().to_vec()).collect(), how);
                 assert!(m.on_items());
                 let test = m.item_test();
                 let got: Vec<bool> = items
@@ -570,12 +776,15 @@ mod tests {
                     .iter()
                     .map(|it| {
                         it.is_some_and(|s| {
-                            set.iter()
-                                .any(|t| if prefix { s.starts_with(t) } else { s == *t })
+                            set.iter().any(|t| match how {
+                                Matching::Equal => s == *t,
+                                Matching::Prefix => s.starts_with(t),
+                                Matching::Substring => s.contains(t),
+                            })
                         })
                     })
                     .collect();
-                assert_eq!(got, want, "{set:?} prefix {prefix}");
+                assert_eq!(got, want, "{set:?} {how:?}");
             }
         }
     }

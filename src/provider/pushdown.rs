@@ -3,7 +3,7 @@
 //! (within one dimension) are understood; those filters are then reported Exact, because
 //! the scan yields exactly the rows of the selection. Anything else is left to DataFusion.
 //! [`text_equality`] finds the filters a table scan can test on stored text records
-//! (`name = 'x'`, `name IN (…)`); those stay Inexact.
+//! (`name = 'x'`, `name IN (…)`, `name LIKE '%x%'`); those stay Inexact.
 
 use crate::arrow_reader::reader::Selection;
 use datafusion::common::ScalarValue;
@@ -222,6 +222,8 @@ pub enum Needles {
     Bytes(Vec<Vec<u8>>),
     /// `name LIKE 'x%'` on a `Utf8` column: the prefixes.
     Prefix(Vec<String>),
+    /// `name LIKE '%x%'` on a `Utf8` column: texts of which a value holds one.
+    Substring(Vec<String>),
 }
 
 impl Needles {
@@ -240,45 +242,70 @@ impl Needles {
         }
     }
 
-    /// The prefix a `LIKE` pattern asks for: `'x%'` with one trailing `%` and no other
-    /// wildcard or `escape` character.
-    pub(crate) fn like_prefix(pattern: Needles, escape: char) -> Option<Needles> {
+    /// What every value a `LIKE` pattern matches holds, with `escape` as its escape
+    /// character: the pattern's text when it has no wildcard; else its literal start when
+    /// it has one (`'ab%'`, `'ab_d%'`: a prefix); else its longest literal piece
+    /// (`'%ab%'`, `'%ab'`, `'%a%bcd%'`: a substring). `None` for a pattern holding the
+    /// escape character or no literal piece (`'%'`, `'_%'`). Values that hold it need not
+    /// match, so the pattern is still applied above the scan.
+    pub(crate) fn of_like(pattern: Needles, escape: char) -> Option<Needles> {
         let Needles::Text(mut p) = pattern else {
             return None;
         };
         let p = p.pop()?;
-        let prefix = p.strip_suffix('%')?;
-        if prefix.contains(['%', '_', escape]) {
+        if p.contains(escape) {
             return None;
         }
-        Some(Needles::Prefix(vec![prefix.to_string()]))
+        let wild = |c: char| c == '%' || c == '_';
+        Some(match p.find(wild) {
+            None => Needles::Text(vec![p]),
+            Some(0) => {
+                let piece = p.split(wild).max_by_key(|piece| piece.len())?;
+                if piece.is_empty() {
+                    return None;
+                }
+                Needles::Substring(vec![piece.to_string()])
+            }
+            Some(end) => Needles::Prefix(vec![p[..end].to_string()]),
+        })
     }
 
-    /// Both sets of values, when they are of one kind.
+    /// Values that satisfy one of `self` or `more` (for `OR`): both lists when they are
+    /// of one kind; texts of different kinds widen to the looser one (a text is its own
+    /// prefix, and a prefix a substring). Byte strings only join byte strings.
     pub(crate) fn extend(self, more: Needles) -> Option<Needles> {
-        match (self, more) {
-            (Needles::Text(mut a), Needles::Text(b)) => {
-                a.extend(b);
-                Some(Needles::Text(a))
+        use Needles::*;
+        fn rank(n: &Needles) -> u8 {
+            match n {
+                Bytes(_) | Text(_) => 0,
+                Prefix(_) => 1,
+                Substring(_) => 2,
             }
-            (Needles::Bytes(mut a), Needles::Bytes(b)) => {
-                a.extend(b);
-                Some(Needles::Bytes(a))
-            }
-            (Needles::Prefix(mut a), Needles::Prefix(b)) => {
-                a.extend(b);
-                Some(Needles::Prefix(a))
-            }
-            _ => None,
         }
+        let wider = rank(&self).max(rank(&more));
+        let (a, b) = match (self, more) {
+            (Bytes(mut a), Bytes(b)) => {
+                a.extend(b);
+                return Some(Bytes(a));
+            }
+            (Bytes(_), _) | (_, Bytes(_)) => return None,
+            (Text(a) | Prefix(a) | Substring(a), Text(b) | Prefix(b) | Substring(b)) => (a, b),
+        };
+        let mut all = a;
+        all.extend(b);
+        Some(match wider {
+            0 => Text(all),
+            1 => Prefix(all),
+            _ => Substring(all),
+        })
     }
 }
 
 /// The column a filter requires to equal one of some values, and the values: `col = 'x'`
 /// (either way round), `col IN ('x', …)`, and `OR`s of those on one column, with string
-/// or binary literals; or to start with one of some texts: `col LIKE 'x%'` (one trailing
-/// `%`, no other wildcard or escape), and `OR`s of those. `None` for any other filter (a
-/// `NULL` among the values included).
+/// or binary literals; or to start with or hold one of some texts: `col LIKE 'pattern'`
+/// ([`Needles::of_like`]), and `OR`s of those. `None` for any other filter (a `NULL`
+/// among the values included).
 pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
     fn column(e: &Expr) -> Option<String> {
         match e {
@@ -320,8 +347,8 @@ pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
             escape_char,
             case_insensitive: false,
         }) => {
-            let prefix = Needles::like_prefix(value(pattern)?, escape_char.unwrap_or('\\'))?;
-            Some((column(expr)?, prefix))
+            let needles = Needles::of_like(value(pattern)?, escape_char.unwrap_or('\\'))?;
+            Some((column(expr)?, needles))
         }
         Expr::InList(InList {
             expr,
@@ -394,14 +421,51 @@ mod text_tests {
             t(col("name").like(lit("ab%")).or(col("name").like(lit("c%")))),
             prefix(&["ab", "c"])
         );
-        assert_eq!(t(col("name").like(lit("a_b%"))), None);
-        assert_eq!(t(col("name").like(lit("a%b%"))), None);
+        // A pattern's literal start, with more wildcards after it.
+        assert_eq!(t(col("name").like(lit("a_b%"))), prefix(&["a"]));
+        assert_eq!(t(col("name").like(lit("ab%c_"))), prefix(&["ab"]));
         assert_eq!(t(col("name").like(lit("a\\%%"))), None);
-        assert_eq!(t(col("name").like(lit("%ab"))), None);
+        let escaped = |p: &str| {
+            Expr::Like(Like::new(
+                false,
+                Box::new(col("name")),
+                Box::new(lit(p)),
+                Some('#'),
+                false,
+            ))
+        };
+        assert_eq!(t(escaped("a#%%")), None, "its escape character");
+        assert_eq!(t(escaped("a\\%")), prefix(&["a\\"]), "another escape");
         assert_eq!(t(col("name").not_like(lit("ab%"))), None);
         assert_eq!(t(col("name").ilike(lit("ab%"))), None);
+        // Its longest literal piece when it starts with a wildcard.
+        let substring = |v: &[&str]| {
+            Some((
+                "name".into(),
+                Needles::Substring(v.iter().map(|s| s.to_string()).collect()),
+            ))
+        };
+        assert_eq!(t(col("name").like(lit("%ab%"))), substring(&["ab"]));
+        assert_eq!(t(col("name").like(lit("%ab"))), substring(&["ab"]));
+        assert_eq!(t(col("name").like(lit("_a%bcd_%e"))), substring(&["bcd"]));
+        assert_eq!(t(col("name").like(lit("%"))), None);
+        assert_eq!(t(col("name").like(lit("_%_"))), None);
+        // No wildcard: the text itself.
+        assert_eq!(t(col("name").like(lit("abc"))), one("name", &["abc"]));
+        // `OR`s widen to the loosest kind.
         assert_eq!(
             t(col("name").like(lit("ab%")).or(col("name").eq(lit("c")))),
+            prefix(&["ab", "c"])
+        );
+        assert_eq!(
+            t(col("name")
+                .eq(lit("c"))
+                .or(col("name").like(lit("%x%")))
+                .or(col("name").like(lit("ab%")))),
+            substring(&["c", "x", "ab"])
+        );
+        assert_eq!(
+            t(col("b").eq(bytes(b"x")).or(col("b").like(lit("%y%")))),
             None
         );
     }

@@ -1,5 +1,6 @@
 //! Which filters a scan tests on stored text before converting it ([`TextMatch`]): the
-//! equalities and `LIKE 'x%'` prefixes [`pushdown::text_equality`] finds in the table
+//! equalities, and the prefixes and substrings `LIKE` patterns imply, that
+//! [`pushdown::text_equality`] finds in the table
 //! provider's logical filters, or [`physical_text_equality`] in the physical filters a
 //! listing table's scan gets, matched to the columns of one dataset that store text as
 //! `U<n>` / `S<n>` records, as the items of a `vlstring` / `vlbytes` column, or as the
@@ -9,7 +10,7 @@ use super::pushdown::{self, Needles};
 use crate::array::batch_array::{ItemFilter, ItemKind, VarValues};
 use crate::array::dtype::{DType, Endian};
 use crate::array::table::ColumnStorage;
-use crate::arrow_reader::text_match::TextMatch;
+use crate::arrow_reader::text_match::{Matching, TextMatch};
 use crate::dataset::Dataset;
 use arrow::datatypes::Schema;
 use datafusion::logical_expr::{Expr, Operator};
@@ -76,12 +77,14 @@ async fn text_matches(
 /// `vlbytes`) for `needles`: texts and prefixes on text items, byte strings on bytes.
 fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
     let bytes = |texts: Vec<String>| texts.into_iter().map(String::into_bytes).collect();
-    match (kind, needles) {
-        (ItemKind::Text, Needles::Text(texts)) => Some(TextMatch::items(bytes(texts), false)),
-        (ItemKind::Text, Needles::Prefix(texts)) => Some(TextMatch::items(bytes(texts), true)),
-        (ItemKind::Bytes, Needles::Bytes(values)) => Some(TextMatch::items(values, false)),
-        _ => None,
-    }
+    let (values, how) = match (kind, needles) {
+        (ItemKind::Text, Needles::Text(texts)) => (bytes(texts), Matching::Equal),
+        (ItemKind::Text, Needles::Prefix(texts)) => (bytes(texts), Matching::Prefix),
+        (ItemKind::Text, Needles::Substring(texts)) => (bytes(texts), Matching::Substring),
+        (ItemKind::Bytes, Needles::Bytes(values)) => (values, Matching::Equal),
+        _ => return None,
+    };
+    Some(TextMatch::items(values, how))
 }
 
 /// The test on the codes of a dictionary column whose distinct values are `values`
@@ -108,13 +111,16 @@ fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
         (DType::Unicode { chars, endian }, Needles::Prefix(prefixes)) => {
             TextMatch::prefixes(prefixes, *chars, *endian == Endian::Big)
         }
+        (DType::Unicode { chars, endian }, Needles::Substring(texts)) => {
+            TextMatch::substrings(texts, *chars, *endian == Endian::Big)
+        }
         (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
         _ => None,
     }
 }
 
 /// [`pushdown::text_equality`] for a physical filter: `col = 'x'` (either way round),
-/// `col IN ('x', …)`, `OR`s of those on one column, `col LIKE 'x%'` (DataFusion's
+/// `col IN ('x', …)`, `OR`s of those on one column, `col LIKE 'pattern'` (DataFusion's
 /// physical `LIKE` escapes with `\`), with text or byte-string literals.
 pub(crate) fn physical_text_equality(e: &Arc<dyn PhysicalExpr>) -> Option<(String, Needles)> {
     fn column(e: &Arc<dyn PhysicalExpr>) -> Option<String> {
@@ -145,8 +151,8 @@ pub(crate) fn physical_text_equality(e: &Arc<dyn PhysicalExpr>) -> Option<(Strin
         if l.negated() || l.case_insensitive() {
             return None;
         }
-        let prefix = Needles::like_prefix(value(l.pattern())?, '\\')?;
-        return Some((column(l.expr())?, prefix));
+        let needles = Needles::of_like(value(l.pattern())?, '\\')?;
+        return Some((column(l.expr())?, needles));
     }
     if let Some(l) = e.downcast_ref::<InListExpr>() {
         if l.negated() {
@@ -190,6 +196,8 @@ mod tests {
             col("name").like(lit("a_b%")),
             col("name").like(lit("a\\%%")),
             col("name").like(lit("%ab")),
+            col("name").like(lit("%a%bc_")),
+            col("name").like(lit("%_")),
             col("name").not_like(lit("ab%")),
             col("name").ilike(lit("ab%")),
             col("name").like(lit("a%")).or(col("name").like(lit("b%"))),
@@ -207,6 +215,6 @@ mod tests {
             assert_eq!(physical_text_equality(&physical), logical, "{e}");
             recognised += usize::from(logical.is_some());
         }
-        assert_eq!(recognised, 7);
+        assert_eq!(recognised, 11);
     }
 }

@@ -172,7 +172,7 @@ async fn tables_match_every_value() {
 async fn text_columns_read_as_stored_items() {
     use datafusion_blosc2::array::ndarray::ReadStats;
     use datafusion_blosc2::arrow_reader::reader::{BatchReader, Selection, plan_units};
-    use datafusion_blosc2::arrow_reader::text_match::TextMatch;
+    use datafusion_blosc2::arrow_reader::text_match::{Matching, TextMatch};
     let rel = "ctable/text-keys.b2d";
     let want: Value = crate::util::expected_json("tables.json");
     let cols = &want[rel]["columns"];
@@ -198,8 +198,10 @@ async fn text_columns_read_as_stored_items() {
             let mut reader = BatchReader::new(Arc::clone(&ds), Some(vec![0, 1, 2, 3]));
             if text_match {
                 let values = matched.iter().map(|m| m.as_bytes().to_vec()).collect();
-                reader =
-                    reader.with_text_matches(vec![(3, Arc::new(TextMatch::items(values, false)))]);
+                reader = reader.with_text_matches(vec![(
+                    3,
+                    Arc::new(TextMatch::items(values, Matching::Equal)),
+                )]);
             }
             let reader = reader.with_raw_records(&[1, 2, 3]);
             let schema = reader.schema();
