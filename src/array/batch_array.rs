@@ -383,6 +383,7 @@ impl BatchArray {
             out: VarValues::new(),
             kind,
             test,
+            cursor: Default::default(),
         };
         self.each_item(rows, stats, &mut sink).await?;
         Ok((sink.keep, sink.out))
@@ -685,17 +686,32 @@ impl ItemSink<'_> for Values<'_> {
 
 /// A test of text or bytes items as they are scanned ([`BatchArray::read_where`]).
 pub trait ItemFilter {
+    /// What a scan keeps for the test from one item to the next (`()` for most).
+    type Cursor: Default;
+
     /// Whether `item` passes. Implementations are best `#[inline(always)]`: this is
     /// called on every item in the scan's loop, where a closure stayed a call.
     fn passes(&self, item: &[u8]) -> bool;
+
+    /// Whether the item that is the first `len` bytes of `tail` passes, where `tail`
+    /// runs on to the end of the item's batch (a test may look further ahead, and keep
+    /// what it saw in `cursor` for the batch's next items). By default, [`passes`].
+    ///
+    /// [`passes`]: ItemFilter::passes
+    #[inline(always)]
+    fn passes_at(&self, cursor: &mut Self::Cursor, tail: &[u8], len: usize) -> bool {
+        let _ = cursor;
+        self.passes(&tail[..len])
+    }
 }
 
 /// Whether each item is present and passes `test` (`keep`), and the items that do.
-struct Passing<'t, T> {
+struct Passing<'t, T: ItemFilter> {
     keep: Vec<bool>,
     out: VarValues,
     kind: ItemKind,
     test: &'t T,
+    cursor: T::Cursor,
 }
 
 impl<T: ItemFilter> ItemSink<'_> for Passing<'_, T> {
@@ -704,7 +720,7 @@ impl<T: ItemFilter> ItemSink<'_> for Passing<'_, T> {
         let kept = match (item, self.kind) {
             (Item::Nil, _) => false,
             (Item::Str(s), ItemKind::Text) | (Item::Bin(s), ItemKind::Bytes) => {
-                let kept = self.test.passes(s.bytes());
+                let kept = self.test.passes_at(&mut self.cursor, s.tail, s.len);
                 if kept {
                     self.out.push_item(Some(s));
                 }

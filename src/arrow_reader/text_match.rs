@@ -339,6 +339,8 @@ enum Test<'a> {
 }
 
 impl ItemFilter for ItemTest<'_> {
+    type Cursor = Finds;
+
     /// Whether item `r` passes. Inlined into the scan of the items: most fail on
     /// their length, then on their first 8 bytes, without a call.
     #[inline(always)]
@@ -351,13 +353,68 @@ impl ItemFilter for ItemTest<'_> {
             Test::Nothing => false,
         }
     }
+
+    /// Substrings are searched for in the rest of the batch, not item by item: the
+    /// first find at or after an item's start is kept in `finds` and serves every item
+    /// before it (a call to `find` costs more than a short item's bytes).
+    #[inline(always)]
+    fn passes_at(&self, finds: &mut Finds, tail: &[u8], len: usize) -> bool {
+        match &self.0 {
+            Test::Substrings(fs) => substrings_at(fs, finds, tail, len),
+            _ => self.passes(&tail[..len]),
+        }
+    }
+}
+
+/// [`ItemTest::passes_at`] for substrings. A call, not inlined: inlined, it slowed the
+/// scan loop of the other tests (an equality's by a fifth).
+#[inline(never)]
+fn substrings_at(fs: &[memmem::Finder<'_>], finds: &mut Finds, tail: &[u8], len: usize) -> bool {
+    // Positions are addresses: every item of a batch ends its tail at the batch's end,
+    // and the batches of one scan are alive (so apart) together.
+    let start = tail.as_ptr() as usize;
+    let end = start + tail.len();
+    if finds.end != end || finds.next.len() != fs.len() {
+        finds.end = end;
+        finds.next.clear();
+        finds.next.resize(fs.len(), (usize::MAX, 0));
+    }
+    fs.iter().zip(&mut finds.next).any(|(f, (from, at))| {
+        if *from > start || *at < start {
+            *from = start;
+            *at = f.find(tail).map_or(usize::MAX, |p| start + p);
+        }
+        *at != usize::MAX && *at + f.needle().len() <= start + len
+    })
+}
+
+/// Where an [`ItemTest`]'s substrings next occur in the batch being scanned.
+#[derive(Debug, Default)]
+pub struct Finds {
+    /// The address just past the batch.
+    end: usize,
+    /// Per substring: the address its last search started at, and that of its first
+    /// occurrence from there (`usize::MAX`: none before the batch's end).
+    next: Vec<(usize, usize)>,
 }
 
 /// Items pass all of several tests (filters on one column).
 impl ItemFilter for &[ItemTest<'_>] {
+    type Cursor = Vec<Finds>;
+
     #[inline(always)]
     fn passes(&self, r: &[u8]) -> bool {
         self.iter().all(|t| t.passes(r))
+    }
+
+    #[inline(always)]
+    fn passes_at(&self, finds: &mut Vec<Finds>, tail: &[u8], len: usize) -> bool {
+        if finds.len() != self.len() {
+            finds.resize_with(self.len(), Finds::default);
+        }
+        self.iter()
+            .zip(finds.iter_mut())
+            .all(|(t, f)| t.passes_at(f, tail, len))
     }
 }
 
@@ -785,6 +842,42 @@ mod tests {
                     })
                     .collect();
                 assert_eq!(got, want, "{set:?} {how:?}");
+                // The same items laid out in batches, as a scan hands them over: each
+                // after a header that may hold a needle's bytes (a find running from
+                // it into the item, or from an item into the next, must not count),
+                // one cursor for every batch and for both of its tests.
+                for junk in [&b"\xa2"[..], b"ab", b"b", b"j"] {
+                    let mut cursor = Finds::default();
+                    let mut both: Vec<Finds> = Vec::new();
+                    let pair = [m.item_test(), m.item_test()];
+                    for _ in 0..2 {
+                        let mut batch = Vec::new();
+                        let mut at = Vec::new();
+                        for it in items.iter().flatten() {
+                            batch.extend_from_slice(junk);
+                            at.push(batch.len());
+                            batch.extend_from_slice(it.as_bytes());
+                        }
+                        let got: Vec<bool> = at
+                            .iter()
+                            .zip(items.iter().flatten())
+                            .map(|(&a, it)| {
+                                let one = test.passes_at(&mut cursor, &batch[a..], it.len());
+                                let two =
+                                    pair.as_slice().passes_at(&mut both, &batch[a..], it.len());
+                                assert_eq!(one, two, "{set:?} {how:?}");
+                                one
+                            })
+                            .collect();
+                        let want: Vec<bool> = want
+                            .iter()
+                            .zip(&items)
+                            .filter(|(_, it)| it.is_some())
+                            .map(|(w, _)| *w)
+                            .collect();
+                        assert_eq!(got, want, "{set:?} {how:?} in a batch after {junk:?}");
+                    }
+                }
             }
         }
     }
