@@ -270,6 +270,15 @@ impl Needles {
         })
     }
 
+    /// What `contains(col, text)` requires: a value holding the text (not the empty
+    /// one, which every value holds).
+    pub(crate) fn held(self) -> Option<Needles> {
+        match self {
+            Needles::Text(t) if t.iter().all(|t| !t.is_empty()) => Some(Needles::Substring(t)),
+            _ => None,
+        }
+    }
+
     /// Values that satisfy one of `self` or `more` (for `OR`): both lists when they are
     /// of one kind; texts of different kinds widen to the looser one (a text is its own
     /// prefix, and a prefix a substring). Byte strings only join byte strings.
@@ -304,12 +313,15 @@ impl Needles {
 /// The column a filter requires to equal one of some values, and the values: `col = 'x'`
 /// (either way round), `col IN ('x', …)`, and `OR`s of those on one column, with string
 /// or binary literals; or to start with or hold one of some texts: `col LIKE 'pattern'`
-/// ([`Needles::of_like`]), and `OR`s of those. `None` for any other filter (a `NULL`
-/// among the values included).
+/// ([`Needles::of_like`]), `contains(col, 'x')`, and `OR`s of those. The column may be
+/// cast to text (`contains` casts a dictionary column): a text column's values are kept,
+/// and the tests apply to text columns only. `None` for any other filter (a `NULL` among
+/// the values included).
 pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
     fn column(e: &Expr) -> Option<String> {
         match e {
             Expr::Column(c) => Some(c.name.clone()),
+            Expr::Cast(c) if is_text(c.field.data_type()) => column(&c.expr),
             _ => None,
         }
     }
@@ -350,6 +362,10 @@ pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
             let needles = Needles::of_like(value(pattern)?, escape_char.unwrap_or('\\'))?;
             Some((column(expr)?, needles))
         }
+        Expr::ScalarFunction(f) => match f.args.as_slice() {
+            [c, v] if f.name() == "contains" => Some((column(c)?, value(v)?.held()?)),
+            _ => None,
+        },
         Expr::InList(InList {
             expr,
             list,
@@ -364,9 +380,16 @@ pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
     }
 }
 
+/// Whether values of `t` are text (a cast to it keeps a text column's values).
+pub(crate) fn is_text(t: &arrow::datatypes::DataType) -> bool {
+    use arrow::datatypes::DataType::{LargeUtf8, Utf8, Utf8View};
+    matches!(t, Utf8 | LargeUtf8 | Utf8View)
+}
+
 #[cfg(test)]
 mod text_tests {
     use super::*;
+    use arrow::datatypes::DataType;
     use datafusion::prelude::{col, lit};
 
     #[test]
@@ -448,6 +471,34 @@ mod text_tests {
         assert_eq!(t(col("name").like(lit("%ab%"))), substring(&["ab"]));
         assert_eq!(t(col("name").like(lit("%ab"))), substring(&["ab"]));
         assert_eq!(t(col("name").like(lit("_a%bcd_%e"))), substring(&["bcd"]));
+        let contains = |args| {
+            Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
+                datafusion::functions::string::contains(),
+                args,
+            ))
+        };
+        assert_eq!(
+            t(contains(vec![col("name"), lit("ab")])),
+            substring(&["ab"])
+        );
+        assert_eq!(t(contains(vec![col("name"), lit("")])), None);
+        assert_eq!(t(contains(vec![lit("ab"), col("name")])), None);
+        // Through a cast to text (as of a dictionary column), not to anything else.
+        let cast = |t| {
+            Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(col("name")),
+                t,
+            ))
+        };
+        assert_eq!(
+            t(contains(vec![cast(DataType::Utf8), lit("ab")])),
+            substring(&["ab"])
+        );
+        assert_eq!(
+            t(cast(DataType::Utf8View).eq(lit("ab"))),
+            one("name", &["ab"])
+        );
+        assert_eq!(t(cast(DataType::Binary).eq(lit("ab"))), None);
         assert_eq!(t(col("name").like(lit("%"))), None);
         assert_eq!(t(col("name").like(lit("_%_"))), None);
         // No wildcard: the text itself.

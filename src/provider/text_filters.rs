@@ -14,8 +14,10 @@ use crate::arrow_reader::text_match::{Matching, TextMatch};
 use crate::dataset::Dataset;
 use arrow::datatypes::Schema;
 use datafusion::logical_expr::{Expr, Operator};
-use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, LikeExpr, Literal};
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, CastExpr, Column, InListExpr, LikeExpr, Literal,
+};
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use std::sync::Arc;
 
 /// The text tests of the logical `filters` on `ds` (whose schema is `schema`): full-schema
@@ -121,9 +123,17 @@ fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
 
 /// [`pushdown::text_equality`] for a physical filter: `col = 'x'` (either way round),
 /// `col IN ('x', …)`, `OR`s of those on one column, `col LIKE 'pattern'` (DataFusion's
-/// physical `LIKE` escapes with `\`), with text or byte-string literals.
+/// physical `LIKE` escapes with `\`), `contains(col, 'x')`, with text or byte-string
+/// literals.
 pub(crate) fn physical_text_equality(e: &Arc<dyn PhysicalExpr>) -> Option<(String, Needles)> {
     fn column(e: &Arc<dyn PhysicalExpr>) -> Option<String> {
+        if let Some(c) = e.downcast_ref::<CastExpr>() {
+            return if pushdown::is_text(c.cast_type()) {
+                column(c.expr())
+            } else {
+                None
+            };
+        }
         e.downcast_ref::<Column>().map(|c| c.name().to_string())
     }
     fn value(e: &Arc<dyn PhysicalExpr>) -> Option<Needles> {
@@ -154,6 +164,12 @@ pub(crate) fn physical_text_equality(e: &Arc<dyn PhysicalExpr>) -> Option<(Strin
         let needles = Needles::of_like(value(l.pattern())?, '\\')?;
         return Some((column(l.expr())?, needles));
     }
+    if let Some(f) = e.downcast_ref::<ScalarFunctionExpr>() {
+        return match f.args() {
+            [c, v] if f.name() == "contains" => Some((column(c)?, value(v)?.held()?)),
+            _ => None,
+        };
+    }
     if let Some(l) = e.downcast_ref::<InListExpr>() {
         if l.negated() {
             return None;
@@ -171,6 +187,7 @@ mod tests {
     use super::*;
     use arrow::datatypes::{DataType, Field};
     use datafusion::common::{DFSchema, ScalarValue};
+    use datafusion::logical_expr::Expr;
     use datafusion::prelude::{SessionContext, col, lit};
 
     /// Every filter the logical analysis recognises is recognised the same way once
@@ -199,6 +216,18 @@ mod tests {
             col("name").like(lit("%a%bc_")),
             col("name").like(lit("%_")),
             col("name").not_like(lit("ab%")),
+            datafusion::functions::expr_fn::contains(col("name"), lit("ab")),
+            datafusion::functions::expr_fn::contains(col("name"), lit("")),
+            Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(col("name")),
+                DataType::Utf8,
+            ))
+            .eq(lit("x")),
+            Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(col("i")),
+                DataType::Binary,
+            ))
+            .eq(lit(ScalarValue::Binary(Some(b"x".to_vec())))),
             col("name").ilike(lit("ab%")),
             col("name").like(lit("a%")).or(col("name").like(lit("b%"))),
             col("name").eq(lit("a")).or(col("name").like(lit("b%"))),
@@ -215,6 +244,6 @@ mod tests {
             assert_eq!(physical_text_equality(&physical), logical, "{e}");
             recognised += usize::from(logical.is_some());
         }
-        assert_eq!(recognised, 11);
+        assert_eq!(recognised, 13);
     }
 }

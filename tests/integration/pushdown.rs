@@ -586,6 +586,9 @@ async fn text_equalities_match_unpushed_filters() {
         ("word LIKE '%amma%' AND word LIKE '%6'", true, true),
         ("word LIKE '%ñ%' OR word LIKE 'g%'", true, true),
         ("word LIKE '%zzz%'", true, false),
+        ("contains(word, 'lph')", true, true),
+        ("contains(word, '本') OR word = 'beta'", true, true),
+        ("contains(word, '')", false, true),
         ("word LIKE '%l_h%'", true, true),
         ("opt LIKE '%y%'", true, true),
         ("word LIKE '%'", false, true),
@@ -647,6 +650,7 @@ async fn item_equalities_match_unpushed_filters() {
         ("note LIKE '%xxxxxxxx%'", true, true),
         ("note LIKE '%Ⲥ%' OR note = ''", true, true),
         ("note LIKE '%nothing%'", true, false),
+        ("contains(note, 'Ⲥ')", true, true),
     ];
     check_text_filters("ctable/varlen.b2d", "i, note, blob", "i", &cases).await;
     check_text_filters("ctable/varlen.b2z", "i, note, blob", "i", &cases).await;
@@ -672,6 +676,7 @@ async fn dictionary_equalities_match_unpushed_filters() {
         ("cat LIKE '%本'", true, true),
         ("cat LIKE '%or%' OR cat LIKE '%as%'", true, true),
         ("cat LIKE '%qq%'", true, false),
+        ("contains(cat, 'or')", true, true),
         ("word LIKE '%25%'", true, true),
         ("word = 'w0007'", true, true),
         ("word IN ('w2599', 'w0000', 'w2600')", true, true),
