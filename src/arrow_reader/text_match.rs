@@ -48,6 +48,10 @@ pub struct TextMatch {
     /// against several codes, a record is tested by one load, not hashed. (Against one,
     /// a comparison is faster: the compiler vectorizes it.)
     code_bits: Option<Vec<u64>>,
+    /// For [`TextMatch::any_case`], the needles are ASCII in lower case, compared with
+    /// the ASCII letters of values in either case; `Some(big)` for records (big-endian
+    /// units when `big`). Values that are not all ASCII pass.
+    any_case: Option<bool>,
 }
 
 impl TextMatch {
@@ -67,6 +71,7 @@ impl TextMatch {
             needles,
             how: Matching::Equal,
             code_bits: None,
+            any_case: None,
         })
     }
 
@@ -81,6 +86,7 @@ impl TextMatch {
             needles: units(prefixes, chars, big, |_| true)?,
             how: Matching::Prefix,
             code_bits: None,
+            any_case: None,
         })
     }
 
@@ -95,6 +101,7 @@ impl TextMatch {
             needles: units(texts, chars, big, |_| true)?,
             how: Matching::Substring,
             code_bits: None,
+            any_case: None,
         })
     }
 
@@ -117,6 +124,7 @@ impl TextMatch {
             needles,
             how: Matching::Equal,
             code_bits: None,
+            any_case: None,
         }
     }
 
@@ -141,7 +149,41 @@ impl TextMatch {
             needles,
             how: Matching::Equal,
             code_bits: Some(bits),
+            any_case: None,
         }
+    }
+
+    /// The values that start with (hold, as `how` says) one of the ASCII `texts` in
+    /// either case, their ASCII letters compared case-blind, and every value that is not
+    /// all ASCII (`ILIKE`, which folds case by Unicode's rules: those are left to it).
+    /// `records` gives a `U<n>` column's `n` and byte order; `None` tests
+    /// variable-length items. `None` when a text is not ASCII or `how` is
+    /// [`Matching::Equal`].
+    pub fn any_case(
+        texts: &[String],
+        how: Matching,
+        records: Option<(usize, bool)>,
+    ) -> Option<Self> {
+        if how == Matching::Equal || !texts.iter().all(|t| t.is_ascii()) {
+            return None;
+        }
+        let mut needles: Vec<Vec<u8>> = Vec::with_capacity(texts.len());
+        for t in texts {
+            let lower = t.to_ascii_lowercase().into_bytes();
+            if records.is_some_and(|(chars, _)| lower.len() > chars) {
+                continue; // No record holds it.
+            }
+            if !needles.contains(&lower) {
+                needles.push(lower);
+            }
+        }
+        Some(TextMatch {
+            size: records.map_or(0, |(chars, _)| chars * 4),
+            needles,
+            how,
+            code_bits: None,
+            any_case: Some(records.is_some_and(|(_, big)| big)),
+        })
     }
 
     /// The variable-length items (a BatchArray column's texts as UTF-8, or its byte
@@ -160,6 +202,7 @@ impl TextMatch {
             needles,
             how,
             code_bits: None,
+            any_case: None,
         }
     }
 
@@ -173,6 +216,7 @@ impl TextMatch {
     /// scanned.
     pub fn item_test(&self) -> ItemTest<'_> {
         ItemTest(match self.needles.as_slice() {
+            _ if self.any_case.is_some() => Test::AnyCase(self.how, &self.needles),
             _ if self.how == Matching::Prefix => Test::Prefixes(&self.needles),
             _ if self.how == Matching::Substring => {
                 Test::Substrings(self.needles.iter().map(memmem::Finder::new).collect())
@@ -196,6 +240,15 @@ impl TextMatch {
     /// geometry).
     pub fn keep(&self, data: &[u8], n: usize, stride: usize, offset: usize) -> BooleanBuffer {
         let rec = |i: usize| &data[i * stride + offset..][..self.size];
+        if let Some(big) = self.any_case {
+            let mut ascii = vec![0u8; self.size / 4];
+            return BooleanBuffer::collect_bool(n, |i| {
+                match lower_ascii(rec(i), big, &mut ascii) {
+                    Some(len) => any_case_passes(self.how, &self.needles, &ascii[..len]),
+                    None => true, // Not all ASCII: left to the filter.
+                }
+            });
+        }
         if let (Some(bits), 2..) = (&self.code_bits, self.needles.len()) {
             return BooleanBuffer::collect_bool(n, |i| {
                 let code = i32::from_le_bytes(rec(i).try_into().expect("4-byte codes"));
@@ -286,6 +339,38 @@ fn holds_at_unit(f: &memmem::Finder<'_>, rec: &[u8]) -> bool {
     false
 }
 
+/// The units of a `U<n>` record (big-endian when `big`) as ASCII bytes in lower case,
+/// in `out`, trailing NULs dropped: their count; `None` when a unit is not ASCII.
+fn lower_ascii(rec: &[u8], big: bool, out: &mut [u8]) -> Option<usize> {
+    let mut len = 0;
+    for (k, u) in rec.chunks_exact(4).enumerate() {
+        let u: [u8; 4] = u.try_into().expect("4-byte units");
+        let u = if big {
+            u32::from_be_bytes(u)
+        } else {
+            u32::from_le_bytes(u)
+        };
+        let b = u8::try_from(u).ok().filter(u8::is_ascii)?;
+        out[k] = b.to_ascii_lowercase();
+        if b != 0 {
+            len = k + 1;
+        }
+    }
+    Some(len)
+}
+
+/// Whether ASCII `value` starts with (holds) one of the lower-case `needles` in either
+/// case.
+#[inline]
+fn any_case_passes(how: Matching, needles: &[Vec<u8>], value: &[u8]) -> bool {
+    needles.iter().any(|x| match how {
+        Matching::Prefix => value
+            .get(..x.len())
+            .is_some_and(|v| v.eq_ignore_ascii_case(x)),
+        _ => x.is_empty() || value.windows(x.len()).any(|w| w.eq_ignore_ascii_case(x)),
+    })
+}
+
 /// The code units (big-endian when `big`) of each of `texts` that `usable` accepts and a
 /// `U<chars>` record can hold, without repeats; `None` when a text holds U+FFFD, which
 /// records with invalid units also convert to.
@@ -336,6 +421,9 @@ enum Test<'a> {
     Prefixes(&'a [Vec<u8>]),
     /// Holding one of these.
     Substrings(Vec<memmem::Finder<'a>>),
+    /// Starting with (holding) one of these lower-case ASCII texts in either case, or
+    /// not all ASCII.
+    AnyCase(Matching, &'a [Vec<u8>]),
 }
 
 impl ItemFilter for ItemTest<'_> {
@@ -350,6 +438,7 @@ impl ItemFilter for ItemTest<'_> {
             Test::Table(t) => t.contains(r),
             Test::Prefixes(ps) => ps.iter().any(|p| r.starts_with(p)),
             Test::Substrings(fs) => fs.iter().any(|f| f.find(r).is_some()),
+            Test::AnyCase(how, ns) => !r.is_ascii() || any_case_passes(*how, ns, r),
             Test::Nothing => false,
         }
     }
@@ -709,6 +798,89 @@ mod tests {
         assert_eq!(long.keep(&data, 2, 8, 0).count_set_bits(), 0);
         let empty = TextMatch::substrings(&["".into()], 2, false).expect("plain");
         assert_eq!(empty.keep(&data, 2, 8, 0).count_set_bits(), 2);
+    }
+
+    /// `ILIKE`'s tests: every value Arrow's `ILIKE` matches is kept, and an ASCII value
+    /// exactly when it matches; values with the Kelvin sign and the long s (which fold
+    /// to `k` and `s`), other letters and NULs; as `U<n>` records of both byte orders
+    /// and as items.
+    #[test]
+    fn any_case_keeps_every_ilike_match() {
+        let values = [
+            "",
+            "abc",
+            "ABC",
+            "aBc",
+            "xyzABCq",
+            "ab",
+            "b",
+            "\u{212A}elvin",
+            "Kelvin",
+            "kelvin",
+            "maſs",
+            "MASS",
+            "é",
+            "ÉA",
+            "a\0bc",
+            "ab\0",
+            "zzzzzz",
+        ];
+        let strings = arrow::array::StringArray::from(values.to_vec());
+        let patterns = [
+            "abc%", "%abc%", "%BC", "kel%", "%KEL%", "%ss%", "%s%", "a%", "%a_c%", "%\0b%",
+            "zzzzzzz%", "%z%",
+        ];
+        for pattern in patterns {
+            let needles = crate::provider::pushdown::Needles::of_like(
+                crate::provider::pushdown::Needles::Text(vec![pattern.into()]),
+                '\\',
+                true,
+            );
+            let (how, texts) = match needles {
+                Some(crate::provider::pushdown::Needles::PrefixNoCase(t)) => (Matching::Prefix, t),
+                Some(crate::provider::pushdown::Needles::SubstringNoCase(t)) => {
+                    (Matching::Substring, t)
+                }
+                other => panic!("{pattern}: {other:?}"),
+            };
+            let scalar = arrow::array::StringArray::new_scalar(pattern);
+            let want = arrow::compute::ilike(&strings, &scalar).expect("ilike");
+            // `'x%'` and `'%x%'` are tested exactly on ASCII values; the others (a
+            // suffix, more pieces) keep a superset.
+            let inner = pattern.trim_start_matches('%').trim_end_matches('%');
+            let exact = !inner.contains(['%', '_']) && pattern.ends_with('%');
+            let check = |kept: &dyn Fn(usize) -> bool, what: &str| {
+                for (i, v) in values.iter().enumerate() {
+                    if v.is_ascii() && exact {
+                        assert_eq!(kept(i), want.value(i), "{what} {v:?} ILIKE {pattern:?}");
+                    } else {
+                        assert!(kept(i) || !want.value(i), "{what} {v:?} ILIKE {pattern:?}");
+                    }
+                }
+            };
+            let items = TextMatch::any_case(&texts, how, None).expect("ASCII");
+            let test = items.item_test();
+            check(&|i| test.passes(values[i].as_bytes()), "item");
+            for big in [false, true] {
+                let units: Vec<Vec<u32>> = values
+                    .iter()
+                    .map(|v| v.chars().map(|c| c as u32).collect())
+                    .collect();
+                let refs: Vec<&[u32]> = units.iter().map(Vec::as_slice).collect();
+                let data = records(&refs, 6, big);
+                let m = TextMatch::any_case(&texts, how, Some((6, big))).expect("ASCII");
+                let kept = m.keep(&data, values.len(), 24, 0);
+                check(&|i| kept.value(i), "record");
+            }
+        }
+        assert_eq!(
+            TextMatch::any_case(&["é".into()], Matching::Substring, None),
+            None
+        );
+        assert_eq!(
+            TextMatch::any_case(&["a".into()], Matching::Equal, None),
+            None
+        );
     }
 
     /// Dictionary codes: one code, and several (the bit set), against null (−1) and

@@ -224,6 +224,12 @@ pub enum Needles {
     Prefix(Vec<String>),
     /// `name LIKE '%x%'` on a `Utf8` column: texts of which a value holds one.
     Substring(Vec<String>),
+    /// `name ILIKE 'x%'`: ASCII prefixes, one of which a value's ASCII letters in either
+    /// case start with (or a value that is not all ASCII).
+    PrefixNoCase(Vec<String>),
+    /// `name ILIKE '%x%'`: ASCII texts, one of which a value holds in either case (or a
+    /// value that is not all ASCII).
+    SubstringNoCase(Vec<String>),
 }
 
 impl Needles {
@@ -248,7 +254,12 @@ impl Needles {
     /// (`'%ab%'`, `'%ab'`, `'%a%bcd%'`: a substring). `None` for a pattern holding the
     /// escape character or no literal piece (`'%'`, `'_%'`). Values that hold it need not
     /// match, so the pattern is still applied above the scan.
-    pub(crate) fn of_like(pattern: Needles, escape: char) -> Option<Needles> {
+    ///
+    /// For `ILIKE` (`no_case`) the same in either case, for an ASCII pattern only. Arrow's
+    /// `ILIKE` folds case by Unicode's rules (`k` matches the Kelvin sign, U+212A), so the
+    /// stored values tested in ASCII's cases are those that are all ASCII; the others
+    /// are kept.
+    pub(crate) fn of_like(pattern: Needles, escape: char, no_case: bool) -> Option<Needles> {
         let Needles::Text(mut p) = pattern else {
             return None;
         };
@@ -257,7 +268,7 @@ impl Needles {
             return None;
         }
         let wild = |c: char| c == '%' || c == '_';
-        Some(match p.find(wild) {
+        let found = match p.find(wild) {
             None => Needles::Text(vec![p]),
             Some(0) => {
                 let piece = p.split(wild).max_by_key(|piece| piece.len())?;
@@ -267,7 +278,23 @@ impl Needles {
                 Needles::Substring(vec![piece.to_string()])
             }
             Some(end) => Needles::Prefix(vec![p[..end].to_string()]),
-        })
+        };
+        if no_case {
+            return found.any_case();
+        }
+        Some(found)
+    }
+
+    /// The same texts compared in either case (ASCII texts only): a text or prefix as a
+    /// prefix, a substring as a substring.
+    fn any_case(self) -> Option<Needles> {
+        use Needles::*;
+        let ascii = |t: &[String]| t.iter().all(|t| t.is_ascii());
+        match self {
+            Text(t) | Prefix(t) | PrefixNoCase(t) if ascii(&t) => Some(PrefixNoCase(t)),
+            Substring(t) | SubstringNoCase(t) if ascii(&t) => Some(SubstringNoCase(t)),
+            _ => None,
+        }
     }
 
     /// What `contains(col, text)` requires: a value holding the text (not the empty
@@ -281,32 +308,43 @@ impl Needles {
 
     /// Values that satisfy one of `self` or `more` (for `OR`): both lists when they are
     /// of one kind; texts of different kinds widen to the looser one (a text is its own
-    /// prefix, and a prefix a substring). Byte strings only join byte strings.
+    /// prefix, a prefix a substring, and each the same in either case, for ASCII texts).
+    /// Byte strings only join byte strings.
     pub(crate) fn extend(self, more: Needles) -> Option<Needles> {
         use Needles::*;
-        fn rank(n: &Needles) -> u8 {
+        // How loose a kind is, and whether it ignores case.
+        fn rank(n: &Needles) -> (u8, bool) {
             match n {
-                Bytes(_) | Text(_) => 0,
-                Prefix(_) => 1,
-                Substring(_) => 2,
+                Bytes(_) | Text(_) => (0, false),
+                Prefix(_) => (1, false),
+                Substring(_) => (2, false),
+                PrefixNoCase(_) => (1, true),
+                SubstringNoCase(_) => (2, true),
             }
         }
-        let wider = rank(&self).max(rank(&more));
+        let ((ka, ca), (kb, cb)) = (rank(&self), rank(&more));
         let (a, b) = match (self, more) {
             (Bytes(mut a), Bytes(b)) => {
                 a.extend(b);
                 return Some(Bytes(a));
             }
             (Bytes(_), _) | (_, Bytes(_)) => return None,
-            (Text(a) | Prefix(a) | Substring(a), Text(b) | Prefix(b) | Substring(b)) => (a, b),
+            (
+                Text(a) | Prefix(a) | Substring(a) | PrefixNoCase(a) | SubstringNoCase(a),
+                Text(b) | Prefix(b) | Substring(b) | PrefixNoCase(b) | SubstringNoCase(b),
+            ) => (a, b),
         };
         let mut all = a;
         all.extend(b);
-        Some(match wider {
+        let joined = match ka.max(kb) {
             0 => Text(all),
             1 => Prefix(all),
             _ => Substring(all),
-        })
+        };
+        if ca || cb {
+            return joined.any_case();
+        }
+        Some(joined)
     }
 }
 
@@ -357,9 +395,10 @@ pub fn text_equality(e: &Expr) -> Option<(String, Needles)> {
             expr,
             pattern,
             escape_char,
-            case_insensitive: false,
+            case_insensitive,
         }) => {
-            let needles = Needles::of_like(value(pattern)?, escape_char.unwrap_or('\\'))?;
+            let escape = escape_char.unwrap_or('\\');
+            let needles = Needles::of_like(value(pattern)?, escape, *case_insensitive)?;
             Some((column(expr)?, needles))
         }
         Expr::ScalarFunction(f) => match f.args.as_slice() {
@@ -460,7 +499,34 @@ mod text_tests {
         assert_eq!(t(escaped("a#%%")), None, "its escape character");
         assert_eq!(t(escaped("a\\%")), prefix(&["a\\"]), "another escape");
         assert_eq!(t(col("name").not_like(lit("ab%"))), None);
-        assert_eq!(t(col("name").ilike(lit("ab%"))), None);
+        // `ILIKE`: ASCII patterns only, in either case; `OR`s with case-sensitive
+        // ones widen to either case.
+        assert_eq!(
+            t(col("name").ilike(lit("aB%"))),
+            Some(("name".into(), Needles::PrefixNoCase(vec!["aB".into()])))
+        );
+        assert_eq!(
+            t(col("name").ilike(lit("%Ab%c"))),
+            Some(("name".into(), Needles::SubstringNoCase(vec!["Ab".into()])))
+        );
+        assert_eq!(
+            t(col("name").ilike(lit("abc"))),
+            Some(("name".into(), Needles::PrefixNoCase(vec!["abc".into()])))
+        );
+        assert_eq!(t(col("name").ilike(lit("é%"))), None);
+        assert_eq!(
+            t(col("name")
+                .ilike(lit("a%"))
+                .or(col("name").like(lit("%b%")))),
+            Some((
+                "name".into(),
+                Needles::SubstringNoCase(vec!["a".into(), "b".into()])
+            ))
+        );
+        assert_eq!(
+            t(col("name").ilike(lit("a%")).or(col("name").eq(lit("é")))),
+            None
+        );
         // Its longest literal piece when it starts with a wildcard.
         let substring = |v: &[&str]| {
             Some((

@@ -84,6 +84,12 @@ fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
         (ItemKind::Text, Needles::Prefix(texts)) => (bytes(texts), Matching::Prefix),
         (ItemKind::Text, Needles::Substring(texts)) => (bytes(texts), Matching::Substring),
         (ItemKind::Bytes, Needles::Bytes(values)) => (values, Matching::Equal),
+        (ItemKind::Text, Needles::PrefixNoCase(texts)) => {
+            return TextMatch::any_case(&texts, Matching::Prefix, None);
+        }
+        (ItemKind::Text, Needles::SubstringNoCase(texts)) => {
+            return TextMatch::any_case(&texts, Matching::Substring, None);
+        }
         _ => return None,
     };
     Some(TextMatch::items(values, how))
@@ -115,6 +121,15 @@ fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
         }
         (DType::Unicode { chars, endian }, Needles::Substring(texts)) => {
             TextMatch::substrings(texts, *chars, *endian == Endian::Big)
+        }
+        (DType::Unicode { chars, endian }, Needles::PrefixNoCase(texts)) => TextMatch::any_case(
+            texts,
+            Matching::Prefix,
+            Some((*chars, *endian == Endian::Big)),
+        ),
+        (DType::Unicode { chars, endian }, Needles::SubstringNoCase(texts)) => {
+            let records = Some((*chars, *endian == Endian::Big));
+            TextMatch::any_case(texts, Matching::Substring, records)
         }
         (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
         _ => None,
@@ -158,10 +173,10 @@ pub(crate) fn physical_text_equality(e: &Arc<dyn PhysicalExpr>) -> Option<(Strin
         };
     }
     if let Some(l) = e.downcast_ref::<LikeExpr>() {
-        if l.negated() || l.case_insensitive() {
+        if l.negated() {
             return None;
         }
-        let needles = Needles::of_like(value(l.pattern())?, '\\')?;
+        let needles = Needles::of_like(value(l.pattern())?, '\\', l.case_insensitive())?;
         return Some((column(l.expr())?, needles));
     }
     if let Some(f) = e.downcast_ref::<ScalarFunctionExpr>() {
@@ -244,6 +259,6 @@ mod tests {
             assert_eq!(physical_text_equality(&physical), logical, "{e}");
             recognised += usize::from(logical.is_some());
         }
-        assert_eq!(recognised, 13);
+        assert_eq!(recognised, 14);
     }
 }

@@ -593,7 +593,13 @@ async fn text_equalities_match_unpushed_filters() {
         ("opt LIKE '%y%'", true, true),
         ("word LIKE '%'", false, true),
         ("word NOT LIKE 'a%'", false, true),
-        ("word ILIKE 'AL%'", false, true),
+        ("word ILIKE 'AL%'", true, true),
+        ("word ILIKE '%LPH%'", true, true),
+        ("word ILIKE '%ñ%'", false, true),
+        ("word ILIKE '%AMMA6' OR word LIKE '日%'", false, true),
+        ("word ILIKE '%AMMA6' OR word LIKE 'b%'", true, true),
+        ("opt ILIKE '%XY%'", true, true),
+        ("word ILIKE '%QQ%'", true, false),
     ];
     check_text_filters("ctable/texts.b2d", "i, word, opt", "i", &cases).await;
     check_text_filters("ctable/texts.b2z", "i, word, opt", "i", &cases).await;
@@ -651,6 +657,8 @@ async fn item_equalities_match_unpushed_filters() {
         ("note LIKE '%Ⲥ%' OR note = ''", true, true),
         ("note LIKE '%nothing%'", true, false),
         ("contains(note, 'Ⲥ')", true, true),
+        ("note ILIKE '%XXXXX%'", true, true),
+        ("note ILIKE 'É%'", false, true),
     ];
     check_text_filters("ctable/varlen.b2d", "i, note, blob", "i", &cases).await;
     check_text_filters("ctable/varlen.b2z", "i, note, blob", "i", &cases).await;
@@ -677,6 +685,8 @@ async fn dictionary_equalities_match_unpushed_filters() {
         ("cat LIKE '%or%' OR cat LIKE '%as%'", true, true),
         ("cat LIKE '%qq%'", true, false),
         ("contains(cat, 'or')", true, true),
+        ("cat ILIKE '%OR%'", true, true),
+        ("cat ILIKE 'NORTH'", true, true),
         ("word LIKE '%25%'", true, true),
         ("word = 'w0007'", true, true),
         ("word IN ('w2599', 'w0000', 'w2600')", true, true),
@@ -821,9 +831,10 @@ async fn check_text_filters(rel: &str, cols: &str, key: &str, cases: &[(&str, bo
             );
             let units = metric(&ctx, &q("tx_listed"), "units_text_tested").await;
             assert_eq!(units > 0, tested, "{rel} listed: {filter}: {units} units");
-            // A tested scan yields only rows that can match: none when no row does.
+            // A tested scan yields only rows that can match: none when no row does
+            // (`ILIKE` keeps the values that are not all ASCII for the filter above).
             let scanned = metric(&ctx, &q("tx_listed"), "output_rows").await;
-            if tested && !some {
+            if tested && !some && !filter.contains("ILIKE") {
                 assert_eq!(scanned, 0, "{rel} listed: {filter}");
             } else if tested {
                 assert!(scanned < total, "{rel} listed: {filter}: {scanned} rows");
