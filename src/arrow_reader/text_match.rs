@@ -641,6 +641,25 @@ mod tests {
     use crate::arrow_reader::utf32::utf32_to_arrow;
     use arrow::array::AsArray;
 
+    /// Seeded draws below a bound (xorshift).
+    fn draws(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |m| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        }
+    }
+
+    /// `U<chars>` records of the texts' code points.
+    fn text_records<'a>(texts: impl Iterator<Item = &'a str>, chars: usize, big: bool) -> Vec<u8> {
+        let units: Vec<Vec<u32>> = texts
+            .map(|t| t.chars().map(|c| c as u32).collect())
+            .collect();
+        let refs: Vec<&[u32]> = units.iter().map(Vec::as_slice).collect();
+        records(&refs, chars, big)
+    }
+
     fn records(values: &[&[u32]], chars: usize, big: bool) -> Vec<u8> {
         let mut out = Vec::new();
         for v in values {
@@ -740,13 +759,7 @@ mod tests {
     #[test]
     fn substrings_keep_every_string_that_holds_them() {
         let alphabet = [0x61, 0x62, 0, 0x6100, 0x61_0000, 0x1F600, 0x6161];
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut next = draws(0x9E37_79B9_7F4A_7C15u64);
         let values: Vec<Vec<u32>> = (0..3000)
             .map(|_| {
                 let len = next(5) as usize;
@@ -862,12 +875,7 @@ mod tests {
             let test = items.item_test();
             check(&|i| test.passes(values[i].as_bytes()), "item");
             for big in [false, true] {
-                let units: Vec<Vec<u32>> = values
-                    .iter()
-                    .map(|v| v.chars().map(|c| c as u32).collect())
-                    .collect();
-                let refs: Vec<&[u32]> = units.iter().map(Vec::as_slice).collect();
-                let data = records(&refs, 6, big);
+                let data = text_records(values.iter().copied(), 6, big);
                 let m = TextMatch::any_case(&texts, how, Some((6, big))).expect("ASCII");
                 let kept = m.keep(&data, values.len(), 24, 0);
                 check(&|i| kept.value(i), "record");
@@ -918,13 +926,7 @@ mod tests {
     /// strings, kept exactly when their string is one of the texts.
     #[test]
     fn many_texts_keep_exactly_theirs() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut next = draws(0x2545_F491_4F6C_DD1Du64);
         let pool: Vec<String> = (0..600)
             .map(|_| {
                 let len = 1 + next(6) as usize;
@@ -934,12 +936,7 @@ mod tests {
         let texts: Vec<String> = pool[..300].to_vec();
         let want: std::collections::HashSet<&str> = texts.iter().map(String::as_str).collect();
         let picks: Vec<&String> = (0..5000).map(|_| &pool[next(600) as usize]).collect();
-        let units: Vec<Vec<u32>> = picks
-            .iter()
-            .map(|s| s.chars().map(|c| c as u32).collect())
-            .collect();
-        let refs: Vec<&[u32]> = units.iter().map(Vec::as_slice).collect();
-        let data = records(&refs, 6, false);
+        let data = text_records(picks.iter().map(|s| s.as_str()), 6, false);
         let m = TextMatch::new(&texts, 6, false).expect("plain");
         let kept = m.keep(&data, picks.len(), 24, 0);
         for (i, s) in picks.iter().enumerate() {

@@ -351,7 +351,8 @@ impl Needles {
 /// The column a filter requires to equal one of some values, and the values: `col = 'x'`
 /// (either way round), `col IN ('x', …)`, and `OR`s of those on one column, with string
 /// or binary literals; or to start with or hold one of some texts: `col LIKE 'pattern'`
-/// ([`Needles::of_like`]), `contains(col, 'x')`, and `OR`s of those. The column may be
+/// (its literal start, else its longest literal piece; `ILIKE` with an ASCII pattern in
+/// either case), `contains(col, 'x')`, and `OR`s of those. The column may be
 /// cast to text (`contains` casts a dictionary column): a text column's values are kept,
 /// and the tests apply to text columns only. `None` for any other filter (a `NULL` among
 /// the values included).
