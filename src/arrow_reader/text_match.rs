@@ -31,9 +31,10 @@ pub enum Matching {
     Substring,
 }
 
-/// The padded records that equal one of a filter's texts, for one `U<n>` (or `S<n>`)
-/// column; or the variable-length items (UTF-8 text or bytes of a BatchArray column,
-/// such as a CTable `vlstring`) that do ([`TextMatch::items`]).
+/// The padded records that equal one of a filter's texts (or start with one, or hold
+/// one: [`Matching`]), for one `U<n>` (or `S<n>`) column; or the variable-length items
+/// (UTF-8 text or bytes of a BatchArray column, such as a CTable `vlstring`) that do
+/// ([`TextMatch::items`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextMatch {
     /// Record size in bytes (`4 * n`); 0 for variable-length items.

@@ -1,8 +1,8 @@
 //! Which filters a scan tests on stored text before converting it ([`TextMatch`]): the
 //! equalities, and the prefixes and substrings `LIKE` patterns imply, that
-//! [`pushdown::text_equality`] finds in the table
-//! provider's logical filters, or [`physical_text_equality`] in the physical filters a
-//! listing table's scan gets, matched to the columns of one dataset that store text as
+//! [`pushdown::text_equality`] finds in the table provider's logical filters, or
+//! [`physical_text_equality`] in the physical filters a listing table's scan gets,
+//! matched to the columns of one dataset that store text as
 //! `U<n>` / `S<n>` records, as the items of a `vlstring` / `vlbytes` column, or as the
 //! int32 codes of a `dictionary` column (the codes of the values that match).
 
@@ -76,7 +76,8 @@ async fn text_matches(
 }
 
 /// The test on the variable-length items of a BatchArray column (`vlstring`,
-/// `vlbytes`) for `needles`: texts and prefixes on text items, byte strings on bytes.
+/// `vlbytes`) for `needles`: texts, prefixes and substrings (in either case, for
+/// `ILIKE`) on text items, byte strings on bytes.
 fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
     let bytes = |texts: Vec<String>| texts.into_iter().map(String::into_bytes).collect();
     let (values, how) = match (kind, needles) {
@@ -109,8 +110,8 @@ fn code_match(values: &VarValues, needles: Needles) -> Option<TextMatch> {
     Some(TextMatch::codes(&codes))
 }
 
-/// The test on records of `dtype` for `needles`: texts and prefixes on `U<n>`, byte
-/// strings on `S<n>`.
+/// The test on records of `dtype` for `needles`: texts, prefixes and substrings (in
+/// either case, for `ILIKE`) on `U<n>`, byte strings on `S<n>`.
 fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
     match (dtype, needles) {
         (DType::Unicode { chars, endian }, Needles::Text(texts)) => {
