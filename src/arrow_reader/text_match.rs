@@ -14,7 +14,9 @@
 //! (records starting with `ab`'s units), `'%ab%'` on a text every match contains (records
 //! holding `ab`'s units at a unit boundary, found by one `memmem` search over a batch's
 //! records). These keep a superset of the matching rows; the pattern itself is applied
-//! above the scan.
+//! above the scan. `ILIKE` is tested in either case on values that are all ASCII
+//! ([`TextMatch::any_case`]); a dictionary column's codes against a bit set
+//! ([`TextMatch::codes`]).
 
 use crate::array::batch_array::ItemFilter;
 use arrow::buffer::BooleanBuffer;
@@ -56,6 +58,18 @@ pub struct TextMatch {
 }
 
 impl TextMatch {
+    /// A test of `needles` compared as `how`, on records of `size` bytes (0: items),
+    /// with neither codes nor case-blind comparison.
+    fn plain(size: usize, needles: Vec<Vec<u8>>, how: Matching) -> Self {
+        TextMatch {
+            size,
+            needles,
+            how,
+            code_bits: None,
+            any_case: None,
+        }
+    }
+
     /// The records of a `U<chars>` column (big-endian units when `big`) whose strings
     /// equal one of `texts`; `None` when a text cannot be told apart on the records
     /// (it holds U+FFFD).
@@ -67,13 +81,7 @@ impl TextMatch {
         for rec in &mut needles {
             rec.resize(size, 0);
         }
-        Some(TextMatch {
-            size,
-            needles,
-            how: Matching::Equal,
-            code_bits: None,
-            any_case: None,
-        })
+        Some(TextMatch::plain(size, needles, Matching::Equal))
     }
 
     /// The records of a `U<chars>` column whose strings start with one of `prefixes`
@@ -82,13 +90,8 @@ impl TextMatch {
     /// prefix ending in NUL also keeps records whose NULs are trailing, which numpy drops),
     /// which the filter above the scan removes.
     pub fn prefixes(prefixes: &[String], chars: usize, big: bool) -> Option<Self> {
-        Some(TextMatch {
-            size: chars * 4,
-            needles: units(prefixes, chars, big, |_| true)?,
-            how: Matching::Prefix,
-            code_bits: None,
-            any_case: None,
-        })
+        let needles = units(prefixes, chars, big, |_| true)?;
+        Some(TextMatch::plain(chars * 4, needles, Matching::Prefix))
     }
 
     /// The records of a `U<chars>` column whose strings contain one of `texts`
@@ -97,13 +100,8 @@ impl TextMatch {
     /// contains it, and a few that do not (a text ending in NUL also keeps records whose
     /// NULs are trailing), which the filter above the scan removes.
     pub fn substrings(texts: &[String], chars: usize, big: bool) -> Option<Self> {
-        Some(TextMatch {
-            size: chars * 4,
-            needles: units(texts, chars, big, |_| true)?,
-            how: Matching::Substring,
-            code_bits: None,
-            any_case: None,
-        })
+        let needles = units(texts, chars, big, |_| true)?;
+        Some(TextMatch::plain(chars * 4, needles, Matching::Substring))
     }
 
     /// The records of an `S<len>` column whose values (trailing NUL bytes dropped, as
@@ -120,13 +118,7 @@ impl TextMatch {
                 needles.push(rec);
             }
         }
-        TextMatch {
-            size: len,
-            needles,
-            how: Matching::Equal,
-            code_bits: None,
-            any_case: None,
-        }
+        TextMatch::plain(len, needles, Matching::Equal)
     }
 
     /// The int32 codes (little-endian records) of a dictionary column equal to one of
@@ -146,11 +138,8 @@ impl TextMatch {
             bits[c / 64] |= 1 << (c % 64);
         }
         TextMatch {
-            size: 4,
-            needles,
-            how: Matching::Equal,
             code_bits: Some(bits),
-            any_case: None,
+            ..TextMatch::plain(4, needles, Matching::Equal)
         }
     }
 
@@ -179,11 +168,8 @@ impl TextMatch {
             }
         }
         Some(TextMatch {
-            size: records.map_or(0, |(chars, _)| chars * 4),
-            needles,
-            how,
-            code_bits: None,
             any_case: Some(records.is_some_and(|(_, big)| big)),
+            ..TextMatch::plain(records.map_or(0, |(chars, _)| chars * 4), needles, how)
         })
     }
 
@@ -198,13 +184,7 @@ impl TextMatch {
                 needles.push(v);
             }
         }
-        TextMatch {
-            size: 0,
-            needles,
-            how,
-            code_bits: None,
-            any_case: None,
-        }
+        TextMatch::plain(0, needles, how)
     }
 
     /// True for a test on variable-length items ([`TextMatch::items`]).
@@ -283,9 +263,7 @@ impl TextMatch {
             }
         }
     }
-}
 
-impl TextMatch {
     /// [`TextMatch::keep`] for substrings: where the records lie end to end, each
     /// needle is searched for once over all of them, and a find counts for the record
     /// it starts in when it starts at a unit boundary and ends inside that record;

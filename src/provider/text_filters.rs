@@ -97,8 +97,8 @@ fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
 }
 
 /// The test on the codes of a dictionary column whose distinct values are `values`
-/// (text) for `needles`: the codes of the values equal to one of the texts, or starting
-/// with one of the prefixes. A null value's code is never one of them.
+/// (text) for `needles`: the codes of the values that pass the test a `vlstring`
+/// column's items would get ([`item_match`]). A null value's code is never one of them.
 fn code_match(values: &VarValues, needles: Needles) -> Option<TextMatch> {
     // The values are text items: tested as a `vlstring` column's are.
     let test = item_match(ItemKind::Text, needles)?;
@@ -113,26 +113,26 @@ fn code_match(values: &VarValues, needles: Needles) -> Option<TextMatch> {
 /// The test on records of `dtype` for `needles`: texts, prefixes and substrings (in
 /// either case, for `ILIKE`) on `U<n>`, byte strings on `S<n>`.
 fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
-    match (dtype, needles) {
-        (DType::Unicode { chars, endian }, Needles::Text(texts)) => {
-            TextMatch::new(texts, *chars, *endian == Endian::Big)
+    match dtype {
+        DType::Unicode { chars, endian } => {
+            let (chars, big) = (*chars, *endian == Endian::Big);
+            match needles {
+                Needles::Text(texts) => TextMatch::new(texts, chars, big),
+                Needles::Prefix(texts) => TextMatch::prefixes(texts, chars, big),
+                Needles::Substring(texts) => TextMatch::substrings(texts, chars, big),
+                Needles::PrefixNoCase(texts) => {
+                    TextMatch::any_case(texts, Matching::Prefix, Some((chars, big)))
+                }
+                Needles::SubstringNoCase(texts) => {
+                    TextMatch::any_case(texts, Matching::Substring, Some((chars, big)))
+                }
+                Needles::Bytes(_) => None,
+            }
         }
-        (DType::Unicode { chars, endian }, Needles::Prefix(prefixes)) => {
-            TextMatch::prefixes(prefixes, *chars, *endian == Endian::Big)
-        }
-        (DType::Unicode { chars, endian }, Needles::Substring(texts)) => {
-            TextMatch::substrings(texts, *chars, *endian == Endian::Big)
-        }
-        (DType::Unicode { chars, endian }, Needles::PrefixNoCase(texts)) => TextMatch::any_case(
-            texts,
-            Matching::Prefix,
-            Some((*chars, *endian == Endian::Big)),
-        ),
-        (DType::Unicode { chars, endian }, Needles::SubstringNoCase(texts)) => {
-            let records = Some((*chars, *endian == Endian::Big));
-            TextMatch::any_case(texts, Matching::Substring, records)
-        }
-        (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
+        DType::Bytes(len) => match needles {
+            Needles::Bytes(values) => Some(TextMatch::bytes(values, *len)),
+            _ => None,
+        },
         _ => None,
     }
 }
