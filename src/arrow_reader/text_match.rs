@@ -8,22 +8,24 @@
 //! dropped), so no row whose string equals a text is dropped. A text that ends in NUL
 //! equals no converted value, and neither does one longer than `n` characters; a text
 //! holding U+FFFD could equal records with invalid units (which convert to U+FFFD), so
-//! [`TextMatch::new`] declines it and the scan keeps every row.
+//! [`TextMatch::texts`] declines it and the scan keeps every row.
 //!
 //! `LIKE` patterns are tested the same way on a text they imply: `'ab%'` on its prefix
 //! (records starting with `ab`'s units), `'%ab%'` on a text every match contains (records
 //! holding `ab`'s units at a unit boundary, found by one `memmem` search over a batch's
 //! records). These keep a superset of the matching rows; the pattern itself is applied
 //! above the scan. `ILIKE` is tested in either case on values that are all ASCII
-//! ([`TextMatch::any_case`]); a dictionary column's codes against a bit set
+//! (`any_case` in [`TextMatch::texts`]); a dictionary column's codes against a bit set
 //! ([`TextMatch::codes`]).
 
 use crate::array::batch_array::ItemFilter;
 use arrow::buffer::BooleanBuffer;
 use memchr::memmem;
 
-/// How a record or item is compared with a [`TextMatch`]'s texts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a record or item is compared with a [`TextMatch`]'s texts, in order from the
+/// strictest to the loosest (a value that equals a text starts with it, and one that
+/// starts with it holds it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Matching {
     /// It equals one of them.
     Equal,
@@ -70,10 +72,37 @@ impl TextMatch {
         }
     }
 
+    /// The values that equal, start with or hold one of `texts` as `how` says: the records of a `U<n>` column
+    /// when `records` gives its `n` and byte order (big-endian units when `true`), else
+    /// variable-length text items ([`TextMatch::items`]). When `any_case` (`ILIKE`), the
+    /// texts must be ASCII and `how` not [`Matching::Equal`]: a value's ASCII letters
+    /// are compared with them in either case, and a value that is not all ASCII passes
+    /// (Arrow's `ILIKE` folds case by Unicode's rules). `None` when the texts cannot be
+    /// told apart on the records (one holds U+FFFD), or do not suit `any_case`.
+    pub fn texts(
+        texts: &[String],
+        how: Matching,
+        any_case: bool,
+        records: Option<(usize, bool)>,
+    ) -> Option<Self> {
+        if any_case {
+            return TextMatch::any_case(texts, how, records);
+        }
+        let Some((chars, big)) = records else {
+            let values = texts.iter().map(|t| t.as_bytes().to_vec()).collect();
+            return Some(TextMatch::items(values, how));
+        };
+        match how {
+            Matching::Equal => TextMatch::new(texts, chars, big),
+            Matching::Prefix => TextMatch::prefixes(texts, chars, big),
+            Matching::Substring => TextMatch::substrings(texts, chars, big),
+        }
+    }
+
     /// The records of a `U<chars>` column (big-endian units when `big`) whose strings
     /// equal one of `texts`; `None` when a text cannot be told apart on the records
     /// (it holds U+FFFD).
-    pub fn new(texts: &[String], chars: usize, big: bool) -> Option<Self> {
+    fn new(texts: &[String], chars: usize, big: bool) -> Option<Self> {
         let size = chars * 4;
         // A text ending in NUL is no converted value. (Distinct texts that do not end in
         // NUL stay distinct once padded.)
@@ -89,7 +118,7 @@ impl TextMatch {
     /// units are a prefix's: every string that starts with it, and a few that do not (a
     /// prefix ending in NUL also keeps records whose NULs are trailing, which numpy drops),
     /// which the filter above the scan removes.
-    pub fn prefixes(prefixes: &[String], chars: usize, big: bool) -> Option<Self> {
+    fn prefixes(prefixes: &[String], chars: usize, big: bool) -> Option<Self> {
         let needles = units(prefixes, chars, big, |_| true)?;
         Some(TextMatch::plain(chars * 4, needles, Matching::Prefix))
     }
@@ -99,7 +128,7 @@ impl TextMatch {
     /// text's units are among its units (at a multiple of 4 bytes): every string that
     /// contains it, and a few that do not (a text ending in NUL also keeps records whose
     /// NULs are trailing), which the filter above the scan removes.
-    pub fn substrings(texts: &[String], chars: usize, big: bool) -> Option<Self> {
+    fn substrings(texts: &[String], chars: usize, big: bool) -> Option<Self> {
         let needles = units(texts, chars, big, |_| true)?;
         Some(TextMatch::plain(chars * 4, needles, Matching::Substring))
     }
@@ -149,11 +178,7 @@ impl TextMatch {
     /// `records` gives a `U<n>` column's `n` and byte order; `None` tests
     /// variable-length items. `None` when a text is not ASCII or `how` is
     /// [`Matching::Equal`].
-    pub fn any_case(
-        texts: &[String],
-        how: Matching,
-        records: Option<(usize, bool)>,
-    ) -> Option<Self> {
+    fn any_case(texts: &[String], how: Matching, records: Option<(usize, bool)>) -> Option<Self> {
         if how == Matching::Equal || !texts.iter().all(|t| t.is_ascii()) {
             return None;
         }
@@ -823,17 +848,19 @@ mod tests {
             "zzzzzzz%", "%z%",
         ];
         for pattern in patterns {
-            let needles = crate::provider::pushdown::Needles::of_like(
-                crate::provider::pushdown::Needles::Text(vec![pattern.into()]),
+            use crate::provider::pushdown::Needles;
+            let like = Needles::of_like(
+                Needles::text(vec![pattern.into()], Matching::Equal),
                 '\\',
                 true,
             );
-            let (how, texts) = match needles {
-                Some(crate::provider::pushdown::Needles::PrefixNoCase(t)) => (Matching::Prefix, t),
-                Some(crate::provider::pushdown::Needles::SubstringNoCase(t)) => {
-                    (Matching::Substring, t)
-                }
-                other => panic!("{pattern}: {other:?}"),
+            let Some(Needles::Text {
+                texts,
+                how,
+                any_case: true,
+            }) = like
+            else {
+                panic!("{pattern}: {like:?}");
             };
             let scalar = arrow::array::StringArray::new_scalar(pattern);
             let want = arrow::compute::ilike(&strings, &scalar).expect("ilike");
@@ -850,22 +877,22 @@ mod tests {
                     }
                 }
             };
-            let items = TextMatch::any_case(&texts, how, None).expect("ASCII");
+            let items = TextMatch::texts(&texts, how, true, None).expect("ASCII");
             let test = items.item_test();
             check(&|i| test.passes(values[i].as_bytes()), "item");
             for big in [false, true] {
                 let data = text_records(values.iter().copied(), 6, big);
-                let m = TextMatch::any_case(&texts, how, Some((6, big))).expect("ASCII");
+                let m = TextMatch::texts(&texts, how, true, Some((6, big))).expect("ASCII");
                 let kept = m.keep(&data, values.len(), 24, 0);
                 check(&|i| kept.value(i), "record");
             }
         }
         assert_eq!(
-            TextMatch::any_case(&["é".into()], Matching::Substring, None),
+            TextMatch::texts(&["é".into()], Matching::Substring, true, None),
             None
         );
         assert_eq!(
-            TextMatch::any_case(&["a".into()], Matching::Equal, None),
+            TextMatch::texts(&["a".into()], Matching::Equal, true, None),
             None
         );
     }

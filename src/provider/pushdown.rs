@@ -6,6 +6,7 @@
 //! (`name = 'x'`, `name IN (…)`, `name LIKE '%x%'`); those stay Inexact.
 
 use crate::arrow_reader::reader::Selection;
+use crate::arrow_reader::text_match::Matching;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::expr::{InList, Like};
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
@@ -212,38 +213,63 @@ mod tests {
     }
 }
 
-/// What a filter requires a column to equal one of: texts (a string column) or byte
-/// strings (a binary column, which DataFusion compares with binary literals).
+/// What a filter requires of a column's values: to equal, start with or hold one of some
+/// texts (a string column), or to equal one of some byte strings (a binary column, which
+/// DataFusion compares with binary literals).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Needles {
-    /// `name = 'x'` on a `Utf8` column.
-    Text(Vec<String>),
+    /// On a `Utf8` column: `name = 'x'` ([`Matching::Equal`]), the literal start of a
+    /// `LIKE 'x%'` pattern ([`Matching::Prefix`]), or a text every match of a
+    /// `LIKE '%x%'` pattern or `contains(name, 'x')` holds ([`Matching::Substring`]).
+    Text {
+        /// The texts; a value passes when it matches one of them.
+        texts: Vec<String>,
+        /// How a value is compared with them.
+        how: Matching,
+        /// `ILIKE`: the texts are ASCII, compared with a value's ASCII letters in either
+        /// case, and a value that is not all ASCII passes (never with
+        /// [`Matching::Equal`]).
+        any_case: bool,
+    },
     /// `name = 'x'` on a `Binary` column (the literal coerced to bytes).
     Bytes(Vec<Vec<u8>>),
-    /// `name LIKE 'x%'` on a `Utf8` column: the prefixes.
-    Prefix(Vec<String>),
-    /// `name LIKE '%x%'` on a `Utf8` column: texts of which a value holds one.
-    Substring(Vec<String>),
-    /// `name ILIKE 'x%'`: ASCII prefixes, one of which a value's ASCII letters in either
-    /// case start with (or a value that is not all ASCII).
-    PrefixNoCase(Vec<String>),
-    /// `name ILIKE '%x%'`: ASCII texts, one of which a value holds in either case (or a
-    /// value that is not all ASCII).
-    SubstringNoCase(Vec<String>),
 }
 
 impl Needles {
+    /// Texts compared as `how`, in their case.
+    pub(crate) fn text(texts: Vec<String>, how: Matching) -> Needles {
+        Needles::Text {
+            texts,
+            how,
+            any_case: false,
+        }
+    }
+
     /// The value a literal is, when it is a text or byte string (not NULL).
     pub(crate) fn of_literal(v: &ScalarValue) -> Option<Needles> {
         match v {
             ScalarValue::Utf8(Some(s))
             | ScalarValue::LargeUtf8(Some(s))
-            | ScalarValue::Utf8View(Some(s)) => Some(Needles::Text(vec![s.clone()])),
+            | ScalarValue::Utf8View(Some(s)) => {
+                Some(Needles::text(vec![s.clone()], Matching::Equal))
+            }
             ScalarValue::Binary(Some(b))
             | ScalarValue::LargeBinary(Some(b))
             | ScalarValue::BinaryView(Some(b)) => Some(Needles::Bytes(vec![b.clone()])),
             // `name = 'x'` on a dictionary column, the literal coerced to its type.
             ScalarValue::Dictionary(_, v) => Needles::of_literal(v),
+            _ => None,
+        }
+    }
+
+    /// The one text a literal is ([`Needles::of_literal`]), if it is one.
+    fn literal_text(self) -> Option<String> {
+        match self {
+            Needles::Text {
+                mut texts,
+                how: Matching::Equal,
+                any_case: false,
+            } if texts.len() == 1 => texts.pop(),
             _ => None,
         }
     }
@@ -260,24 +286,21 @@ impl Needles {
     /// stored values tested in ASCII's cases are those that are all ASCII; the others
     /// are kept.
     pub(crate) fn of_like(pattern: Needles, escape: char, no_case: bool) -> Option<Needles> {
-        let Needles::Text(mut p) = pattern else {
-            return None;
-        };
-        let p = p.pop()?;
+        let p = pattern.literal_text()?;
         if p.contains(escape) {
             return None;
         }
         let wild = |c: char| c == '%' || c == '_';
         let found = match p.find(wild) {
-            None => Needles::Text(vec![p]),
+            None => Needles::text(vec![p], Matching::Equal),
             Some(0) => {
                 let piece = p.split(wild).max_by_key(|piece| piece.len())?;
                 if piece.is_empty() {
                     return None;
                 }
-                Needles::Substring(vec![piece.to_string()])
+                Needles::text(vec![piece.to_string()], Matching::Substring)
             }
-            Some(end) => Needles::Prefix(vec![p[..end].to_string()]),
+            Some(end) => Needles::text(vec![p[..end].to_string()], Matching::Prefix),
         };
         if no_case {
             return found.any_case();
@@ -288,11 +311,14 @@ impl Needles {
     /// The same texts compared in either case (ASCII texts only): a text or prefix as a
     /// prefix, a substring as a substring.
     fn any_case(self) -> Option<Needles> {
-        use Needles::*;
-        let ascii = |t: &[String]| t.iter().all(|t| t.is_ascii());
         match self {
-            Text(t) | Prefix(t) | PrefixNoCase(t) if ascii(&t) => Some(PrefixNoCase(t)),
-            Substring(t) | SubstringNoCase(t) if ascii(&t) => Some(SubstringNoCase(t)),
+            Needles::Text { texts, how, .. } if texts.iter().all(|t| t.is_ascii()) => {
+                Some(Needles::Text {
+                    texts,
+                    how: how.max(Matching::Prefix),
+                    any_case: true,
+                })
+            }
             _ => None,
         }
     }
@@ -300,51 +326,40 @@ impl Needles {
     /// What `contains(col, text)` requires: a value holding the text (not the empty
     /// one, which every value holds).
     pub(crate) fn held(self) -> Option<Needles> {
-        match self {
-            Needles::Text(t) if t.iter().all(|t| !t.is_empty()) => Some(Needles::Substring(t)),
-            _ => None,
-        }
+        let text = self.literal_text().filter(|t| !t.is_empty())?;
+        Some(Needles::text(vec![text], Matching::Substring))
     }
 
-    /// Values that satisfy one of `self` or `more` (for `OR`): both lists when they are
-    /// of one kind; texts of different kinds widen to the looser one (a text is its own
-    /// prefix, a prefix a substring, and each the same in either case, for ASCII texts).
-    /// Byte strings only join byte strings.
+    /// Values that satisfy one of `self` or `more` (for `OR`): both lists, compared as
+    /// the looser of the two (a text is its own prefix, a prefix a substring), in either
+    /// case when one of them is (ASCII texts only). Byte strings only join byte strings.
     pub(crate) fn extend(self, more: Needles) -> Option<Needles> {
-        use Needles::*;
-        // How loose a kind is, and whether it ignores case.
-        fn rank(n: &Needles) -> (u8, bool) {
-            match n {
-                Bytes(_) | Text(_) => (0, false),
-                Prefix(_) => (1, false),
-                Substring(_) => (2, false),
-                PrefixNoCase(_) => (1, true),
-                SubstringNoCase(_) => (2, true),
-            }
-        }
-        let ((ka, ca), (kb, cb)) = (rank(&self), rank(&more));
-        let (a, b) = match (self, more) {
-            (Bytes(mut a), Bytes(b)) => {
+        match (self, more) {
+            (Needles::Bytes(mut a), Needles::Bytes(b)) => {
                 a.extend(b);
-                return Some(Bytes(a));
+                Some(Needles::Bytes(a))
             }
-            (Bytes(_), _) | (_, Bytes(_)) => return None,
             (
-                Text(a) | Prefix(a) | Substring(a) | PrefixNoCase(a) | SubstringNoCase(a),
-                Text(b) | Prefix(b) | Substring(b) | PrefixNoCase(b) | SubstringNoCase(b),
-            ) => (a, b),
-        };
-        let mut all = a;
-        all.extend(b);
-        let joined = match ka.max(kb) {
-            0 => Text(all),
-            1 => Prefix(all),
-            _ => Substring(all),
-        };
-        if ca || cb {
-            return joined.any_case();
+                Needles::Text {
+                    texts: mut a,
+                    how: how_a,
+                    any_case: case_a,
+                },
+                Needles::Text {
+                    texts: b,
+                    how: how_b,
+                    any_case: case_b,
+                },
+            ) => {
+                a.extend(b);
+                let joined = Needles::text(a, how_a.max(how_b));
+                if case_a || case_b {
+                    return joined.any_case();
+                }
+                Some(joined)
+            }
+            _ => None,
         }
-        Some(joined)
     }
 }
 
@@ -438,7 +453,7 @@ mod text_tests {
         let one = |c: &str, v: &[&str]| {
             Some((
                 c.to_string(),
-                Needles::Text(v.iter().map(|s| s.to_string()).collect()),
+                Needles::text(v.iter().map(|s| s.to_string()).collect(), Matching::Equal),
             ))
         };
         assert_eq!(t(col("name").eq(lit("x"))), one("name", &["x"]));
@@ -476,7 +491,7 @@ mod text_tests {
         let prefix = |v: &[&str]| {
             Some((
                 "name".into(),
-                Needles::Prefix(v.iter().map(|s| s.to_string()).collect()),
+                Needles::text(v.iter().map(|s| s.to_string()).collect(), Matching::Prefix),
             ))
         };
         assert_eq!(t(col("name").like(lit("ab%"))), prefix(&["ab"]));
@@ -500,29 +515,41 @@ mod text_tests {
         assert_eq!(t(escaped("a#%%")), None, "its escape character");
         assert_eq!(t(escaped("a\\%")), prefix(&["a\\"]), "another escape");
         assert_eq!(t(col("name").not_like(lit("ab%"))), None);
-        // `ILIKE`: ASCII patterns only, in either case; `OR`s with case-sensitive
-        // ones widen to either case.
+        // `ILIKE`: ASCII patterns only, in either case (a text as a prefix); `OR`s with
+        // case-sensitive ones widen to either case.
+        let any_case = |v: &[&str], how| {
+            let texts = v.iter().map(|s| s.to_string()).collect();
+            Some((
+                "name".into(),
+                Needles::Text {
+                    texts,
+                    how,
+                    any_case: true,
+                },
+            ))
+        };
         assert_eq!(
             t(col("name").ilike(lit("aB%"))),
-            Some(("name".into(), Needles::PrefixNoCase(vec!["aB".into()])))
+            any_case(&["aB"], Matching::Prefix)
         );
         assert_eq!(
             t(col("name").ilike(lit("%Ab%c"))),
-            Some(("name".into(), Needles::SubstringNoCase(vec!["Ab".into()])))
+            any_case(&["Ab"], Matching::Substring)
         );
         assert_eq!(
             t(col("name").ilike(lit("abc"))),
-            Some(("name".into(), Needles::PrefixNoCase(vec!["abc".into()])))
+            any_case(&["abc"], Matching::Prefix)
         );
         assert_eq!(t(col("name").ilike(lit("é%"))), None);
         assert_eq!(
             t(col("name")
                 .ilike(lit("a%"))
                 .or(col("name").like(lit("%b%")))),
-            Some((
-                "name".into(),
-                Needles::SubstringNoCase(vec!["a".into(), "b".into()])
-            ))
+            any_case(&["a", "b"], Matching::Substring)
+        );
+        assert_eq!(
+            t(col("name").ilike(lit("a%")).or(col("name").eq(lit("c")))),
+            any_case(&["a", "c"], Matching::Prefix)
         );
         assert_eq!(
             t(col("name").ilike(lit("a%")).or(col("name").eq(lit("é")))),
@@ -532,7 +559,10 @@ mod text_tests {
         let substring = |v: &[&str]| {
             Some((
                 "name".into(),
-                Needles::Substring(v.iter().map(|s| s.to_string()).collect()),
+                Needles::text(
+                    v.iter().map(|s| s.to_string()).collect(),
+                    Matching::Substring,
+                ),
             ))
         };
         assert_eq!(t(col("name").like(lit("%ab%"))), substring(&["ab"]));

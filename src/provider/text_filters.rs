@@ -79,21 +79,20 @@ async fn text_matches(
 /// `vlbytes`) for `needles`: texts, prefixes and substrings (in either case, for
 /// `ILIKE`) on text items, byte strings on bytes.
 fn item_match(kind: ItemKind, needles: Needles) -> Option<TextMatch> {
-    let bytes = |texts: Vec<String>| texts.into_iter().map(String::into_bytes).collect();
-    let (values, how) = match (kind, needles) {
-        (ItemKind::Text, Needles::Text(texts)) => (bytes(texts), Matching::Equal),
-        (ItemKind::Text, Needles::Prefix(texts)) => (bytes(texts), Matching::Prefix),
-        (ItemKind::Text, Needles::Substring(texts)) => (bytes(texts), Matching::Substring),
-        (ItemKind::Bytes, Needles::Bytes(values)) => (values, Matching::Equal),
-        (ItemKind::Text, Needles::PrefixNoCase(texts)) => {
-            return TextMatch::any_case(&texts, Matching::Prefix, None);
+    match (kind, needles) {
+        (
+            ItemKind::Text,
+            Needles::Text {
+                texts,
+                how,
+                any_case,
+            },
+        ) => TextMatch::texts(&texts, how, any_case, None),
+        (ItemKind::Bytes, Needles::Bytes(values)) => {
+            Some(TextMatch::items(values, Matching::Equal))
         }
-        (ItemKind::Text, Needles::SubstringNoCase(texts)) => {
-            return TextMatch::any_case(&texts, Matching::Substring, None);
-        }
-        _ => return None,
-    };
-    Some(TextMatch::items(values, how))
+        _ => None,
+    }
 }
 
 /// The test on the codes of a dictionary column whose distinct values are `values`
@@ -113,26 +112,19 @@ fn code_match(values: &VarValues, needles: Needles) -> Option<TextMatch> {
 /// The test on records of `dtype` for `needles`: texts, prefixes and substrings (in
 /// either case, for `ILIKE`) on `U<n>`, byte strings on `S<n>`.
 fn record_match(dtype: &DType, needles: &Needles) -> Option<TextMatch> {
-    match dtype {
-        DType::Unicode { chars, endian } => {
-            let (chars, big) = (*chars, *endian == Endian::Big);
-            match needles {
-                Needles::Text(texts) => TextMatch::new(texts, chars, big),
-                Needles::Prefix(texts) => TextMatch::prefixes(texts, chars, big),
-                Needles::Substring(texts) => TextMatch::substrings(texts, chars, big),
-                Needles::PrefixNoCase(texts) => {
-                    TextMatch::any_case(texts, Matching::Prefix, Some((chars, big)))
-                }
-                Needles::SubstringNoCase(texts) => {
-                    TextMatch::any_case(texts, Matching::Substring, Some((chars, big)))
-                }
-                Needles::Bytes(_) => None,
-            }
+    match (dtype, needles) {
+        (
+            DType::Unicode { chars, endian },
+            Needles::Text {
+                texts,
+                how,
+                any_case,
+            },
+        ) => {
+            let records = (*chars, *endian == Endian::Big);
+            TextMatch::texts(texts, *how, *any_case, Some(records))
         }
-        DType::Bytes(len) => match needles {
-            Needles::Bytes(values) => Some(TextMatch::bytes(values, *len)),
-            _ => None,
-        },
+        (DType::Bytes(len), Needles::Bytes(values)) => Some(TextMatch::bytes(values, *len)),
         _ => None,
     }
 }
