@@ -285,6 +285,13 @@ const QUERIES: &[Query] = &[
         columns: "name, id",
     },
     Query {
+        name: "names: min(name) and max(name) (<U12 column)",
+        sql: "SELECT min(name), max(name) FROM names_{c}",
+        check: Check::Same,
+        floor: &["names-{c}.b2d/_cols/name.b2nd"],
+        columns: "name",
+    },
+    Query {
         name: "names: count per name, top 3",
         sql: "SELECT name, count(*) AS n FROM names_{c} GROUP BY name ORDER BY n DESC, name LIMIT 3",
         check: Check::Same,

@@ -153,13 +153,15 @@ fn balance(
 }
 
 impl Blosc2Exec {
-    /// Whether earlier scans mapped the extrema of a value column in the zone of some
-    /// unit of this scan (zone maps on): dynamic filters can then skip units.
-    pub fn has_mapped_zones(&self) -> bool {
+    /// Whether earlier scans mapped the extrema of one of the output columns `positions`
+    /// (value columns) in the zone of some unit of this scan (zone maps on): dynamic
+    /// filters on them can then skip units.
+    pub fn has_mapped_zones(&self, positions: &[usize]) -> bool {
         let Some(maps) = &self.zone_maps else {
             return false;
         };
-        let cols = self.reader.value_columns();
+        let mut cols = self.reader.value_columns();
+        cols.retain(|(p, _)| positions.contains(p));
         self.partitions.iter().flatten().any(|u| {
             u.zone_rows > 0 && cols.iter().any(|&(_, c)| maps.extrema(c, u.zone).is_some())
         })

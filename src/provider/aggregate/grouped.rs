@@ -502,6 +502,7 @@ mod tests {
             column,
             sum_type,
             value_type: None,
+            text: None,
             name: String::new(),
         }
     }

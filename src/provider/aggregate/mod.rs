@@ -1,5 +1,6 @@
-//! Aggregates fused into the scan: a `sum`, `avg`, `count`, `min` or `max` (`extremes.rs`)
-//! straight over a [`Blosc2Exec`], ungrouped or grouped by one array coordinate (`GROUP BY dim_k`, in
+//! Aggregates fused into the scan: a `sum`, `avg`, `count`, `min` or `max` (`extremes.rs`;
+//! ungrouped over a `U<n>` text column's stored records, `text_extremes.rs`) straight
+//! over a [`Blosc2Exec`], ungrouped or grouped by one array coordinate (`GROUP BY dim_k`, in
 //! dense states over the coordinate's exact range: `grouped.rs`), is folded as the scan's
 //! batches arrive, without the `CAST` copies and per-batch work of DataFusion's partial
 //! `AggregateExec` (which cost about 80 % of the LZ4 decode of a `Float32` column on a
@@ -30,11 +31,13 @@
 //! union of scans) gets one fused node per member. The scan under a fused node yields
 //! whole scan units instead of `batch_size` slices, which the node folds in cache-sized
 //! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan once earlier scans mapped
-//! zones of the scan (its dynamic filter then skips units on them). Anything the rule
-//! does not recognise exactly (grouping by anything but path columns and at most one
-//! coordinate, dictionary column, integer column or text column, the text column one no
-//! aggregate or filter reads; `DISTINCT`, `FILTER`, other functions, decimals, casts that
-//! are not widenings, a group limit) keeps DataFusion's plan.
+//! zones of their columns in the scan (its dynamic filter then skips units on them).
+//! Anything the rule does not recognise exactly (grouping by anything but path columns
+//! and at most one coordinate, dictionary column, integer column or text column, the text
+//! column one no aggregate or filter reads; `min`/`max` of text other than ungrouped over
+//! a `U<n>` column no other aggregate or filter reads; `DISTINCT`, `FILTER`, other
+//! functions, decimals, casts that are not widenings, a group limit) keeps DataFusion's
+//! plan.
 
 pub(crate) mod extremes;
 mod fold;
@@ -42,9 +45,11 @@ mod grouped;
 mod ints;
 mod keys;
 mod records;
+mod text_extremes;
 
-use super::exec::Blosc2Exec;
+use super::exec::{Blosc2Exec, RawTextColumn};
 use super::member_value::MemberValue;
+use super::pushdown::is_text;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::ScalarValue;
@@ -77,6 +82,7 @@ use grouped::GroupedFold;
 use keys::KeyKind;
 use std::fmt;
 use std::sync::Arc;
+use text_extremes::TextExtremes;
 
 /// The physical optimizer rule that fuses `sum`/`avg`/`count`/`min`/`max` into Blosc2 scans
 /// (see the module docs). [`crate::provider::Blosc2SessionExt`] installs it.
@@ -121,6 +127,9 @@ pub struct FusedAggregate {
     pub sum_type: Option<SumType>,
     /// The column's type, for `min` and `max` (their result's type).
     pub value_type: Option<DataType>,
+    /// For `min` and `max` of a text column: the column, which the scan yields as its
+    /// stored `U<n>` records (`text_extremes.rs`). Set for each member scan.
+    pub text: Option<RawTextColumn>,
     /// DataFusion's name of the aggregate, for display.
     pub name: String,
 }
@@ -218,15 +227,23 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         };
     }
     // Ungrouped `min`/`max` alone stay with DataFusion once earlier scans mapped zones of
-    // these units: its aggregation pushes a dynamic filter (`value < min so far OR value >
+    // their columns in these units: its aggregation pushes a dynamic filter (`value < min so far OR value >
     // max so far`) into the scan, which then skips the units whose zone maps cannot change
     // the answer. (Where every zone of the whole array is mapped, the table's exact
     // statistics answer them without a scan.) Before that, the fused node is faster.
     let extremes_only = aggs
         .iter()
         .all(|a| matches!(a.kind, AggKind::Min | AggKind::Max));
-    if group_columns.is_empty() && extremes_only && members.iter().any(|m| has_mapped_zones(m.scan))
-    {
+    let mapped = |m: &Member| {
+        let columns: Vec<usize> = (aggs.iter())
+            .filter_map(|a| match m.source(a.column?)? {
+                Source::Scan(j) => Some(j),
+                Source::Constant(_) => None,
+            })
+            .collect();
+        has_mapped_zones(m.scan, &columns)
+    };
+    if group_columns.is_empty() && extremes_only && members.iter().any(mapped) {
         return None;
     }
     let schema = agg.schema();
@@ -258,8 +275,18 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                         Some(c) => Some(scan_column(c)?),
                         None => None,
                     };
+                    // A text column's `min`/`max`: its `U<n>` records.
+                    let text = match (column, &a.value_type) {
+                        (Some(j), Some(t)) if is_text(t) => {
+                            let raw = scan_exec(m.scan)?.raw_text_column(j)?;
+                            text_extremes::TextExtremes::new(&raw)?;
+                            Some(raw)
+                        }
+                        _ => None,
+                    };
                     Some(FusedAggregate {
                         column,
+                        text,
                         ..a.clone()
                     })
                 })
@@ -298,10 +325,26 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                             .all(|a| a.column != Some(c) || a.kind == AggKind::Count)
                 })
                 .collect();
+            // Text columns whose `min`/`max` fold over records: ungrouped, and read by
+            // nothing else (the records are no text, and a sentinel is not applied).
+            let text_columns: Vec<usize> = (member_aggs.iter())
+                .filter(|a| a.text.is_some())
+                .filter_map(|a| a.column)
+                .collect();
+            let read_otherwise = |c: &usize| {
+                filter_columns.contains(c)
+                    || (member_aggs.iter()).any(|a| a.column == Some(*c) && a.text.is_none())
+            };
+            if !text_columns.is_empty()
+                && (group.is_some() || text_columns.iter().any(read_otherwise))
+            {
+                return None;
+            }
             let raw: Vec<usize> = group
                 .iter()
                 .filter(|g| matches!(g.keys, KeyKind::Text(_)))
                 .map(|g| g.column)
+                .chain(text_columns)
                 .collect();
             let scan = unit_batch_scan(m.scan, &counted_only, &raw)?;
             let node =
@@ -468,13 +511,7 @@ fn group_of(
     t: &DataType,
     key_read: bool,
 ) -> Option<Group> {
-    let exec = || {
-        let s = match scan.downcast_ref::<CooperativeExec>() {
-            Some(coop) => coop.input(),
-            None => scan,
-        };
-        s.downcast_ref::<Blosc2Exec>()
-    };
+    let exec = || scan_exec(scan);
     let (keys, bound) = match t {
         DataType::Dictionary(k, _) if **k == DataType::Int32 => {
             let n = exec()?.dictionary_len(c)?;
@@ -528,11 +565,14 @@ fn fused_aggregate(
     let arg = resolve(&arg, projection)?;
     if let (AggKind::Min | AggKind::Max, Arg::Column(c, None)) = (kind, &arg) {
         let t = scan_schema.field(*c).data_type();
-        return extremes::supported(t).then(|| FusedAggregate {
+        // A text column's are folded over its records, where each member's scan can
+        // yield them (checked per member).
+        return (extremes::supported(t) || is_text(t)).then(|| FusedAggregate {
             kind,
             column: Some(*c),
             sum_type: None,
             value_type: Some(t.clone()),
+            text: None,
             name: a.name().to_string(),
         });
     }
@@ -558,19 +598,25 @@ fn fused_aggregate(
         column,
         sum_type,
         value_type: None,
+        text: None,
         name: a.name().to_string(),
     })
 }
 
 /// Whether `plan` is a `Blosc2Exec` (alone or in a `CooperativeExec`) some of whose
-/// units' zones earlier scans mapped ([`Blosc2Exec::has_mapped_zones`]).
-fn has_mapped_zones(plan: &Arc<dyn ExecutionPlan>) -> bool {
+/// units' zones earlier scans mapped for one of its output `columns`
+/// ([`Blosc2Exec::has_mapped_zones`]).
+fn has_mapped_zones(plan: &Arc<dyn ExecutionPlan>, columns: &[usize]) -> bool {
+    scan_exec(plan).is_some_and(|s| s.has_mapped_zones(columns))
+}
+
+/// `plan` as a `Blosc2Exec`, alone or in a `CooperativeExec`.
+fn scan_exec(plan: &Arc<dyn ExecutionPlan>) -> Option<&Blosc2Exec> {
     let scan = match plan.downcast_ref::<CooperativeExec>() {
         Some(c) => c.input(),
         None => plan,
     };
     scan.downcast_ref::<Blosc2Exec>()
-        .is_some_and(Blosc2Exec::has_mapped_zones)
 }
 
 /// `plan` if it is a `Blosc2Exec`, alone or in the `CooperativeExec` DataFusion may wrap
@@ -902,13 +948,21 @@ impl ExecutionPlan for Blosc2AggregateExec {
                 // `count` keeps no sum; any sum type does.
                 .map(|a| AggState::new(a.sum_type.unwrap_or(SumType::I64)))
                 .collect();
+            // A text column's `min`/`max` (the rule built each once before).
+            let mut texts: Vec<Option<TextExtremes>> = (aggs.iter())
+                .map(|a| a.text.as_ref().and_then(TextExtremes::new))
+                .collect();
             let mut rows = 0;
             while let Some(batch) = input.next().await {
                 let _t = baseline.elapsed_compute().timer();
                 let batch = filtered(filter.as_ref(), batch?)?;
                 rows += batch.num_rows();
                 for batch in cache_sized(&batch) {
-                    for (a, s) in aggs.iter().zip(&mut states) {
+                    for ((a, s), t) in aggs.iter().zip(&mut states).zip(&mut texts) {
+                        if let (Some(t), Some(c)) = (t, a.column) {
+                            t.add(batch.column(c))?;
+                            continue;
+                        }
                         match (a.kind, a.column) {
                             (_, None) => s.add_rows(batch.num_rows()),
                             (AggKind::Count, Some(c)) => s.add_count(batch.column(c).as_ref()),
@@ -922,7 +976,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
             }
             // Grouped by constant keys alone: no input row, no group.
             let batch = match !keyed || rows > 0 {
-                true => output_batch(&schema, &aggs, output, &states)?,
+                true => output_batch(&schema, &aggs, output, &states, &texts)?,
                 false => RecordBatch::new_empty(Arc::clone(&schema)),
             };
             baseline.record_output(batch.num_rows());
@@ -986,16 +1040,22 @@ fn add_constant_keys(
     )?)
 }
 
-/// The one output row: per aggregate, the columns [`output_types`] lists. A sum or
-/// average over no non-null value is null, as in DataFusion.
+/// The one output row: per aggregate, the columns [`output_types`] lists, from its
+/// state (`texts`: of a text column's `min`/`max`). A sum or average over no non-null
+/// value is null, as in DataFusion.
 fn output_batch(
     schema: &SchemaRef,
     aggs: &[FusedAggregate],
     output: Output,
     states: &[AggState],
+    texts: &[Option<TextExtremes>],
 ) -> Result<RecordBatch> {
     let mut cols = Vec::new();
-    for (a, s) in aggs.iter().zip(states) {
+    for ((a, s), t) in aggs.iter().zip(states).zip(texts) {
+        if let (Some(t), Some(v)) = (t, &a.value_type) {
+            cols.push(t.result(a.kind == AggKind::Max, v)?);
+            continue;
+        }
         let sum: ArrayRef = match (s.count > 0, s.sum) {
             (true, Sum::I64(x)) => Arc::new(Int64Array::from(vec![x])),
             (true, Sum::U64(x)) => Arc::new(UInt64Array::from(vec![x])),
@@ -1031,7 +1091,6 @@ fn output_batch(
 mod tests {
     use super::*;
     use crate::arrow_reader::reader::RawText;
-    use crate::provider::exec::RawTextColumn;
     use arrow::array::{AsArray, LargeBinaryArray};
     use arrow::datatypes::{Field, Int64Type, Schema};
     use datafusion::datasource::memory::MemorySourceConfig;
@@ -1061,6 +1120,7 @@ mod tests {
             column: None,
             sum_type: None,
             value_type: None,
+            text: None,
             name: "count(*)".into(),
         };
         let schema = Arc::new(Schema::new(vec![
