@@ -211,7 +211,8 @@ mod tests {
     use std::sync::Arc;
 
     /// Random records of 3 units (ASCII letters, NULs, U+6100, astral, surrogate and
-    /// out-of-range units), both byte orders, in pieces, with a mask and a sentinel: the
+    /// out-of-range units), both byte orders, in pieces, with a mask and a sentinel (the
+    /// greatest text or the least, in many rows): the
     /// fold's min and max are Arrow's `min_string`/`max_string` of the converted strings
     /// with those rows null.
     #[test]
@@ -229,14 +230,26 @@ mod tests {
         for big in [false, true] {
             for round in 0..40 {
                 let n = 1 + next(60);
+                // Some rounds have a sentinel: the greatest text the units make, or the
+                // empty one (the least), in about one row of four.
+                let sentinel = match round % 3 {
+                    0 => Some([0x1F600u32; 3]),
+                    1 => Some([0u32; 3]),
+                    _ => None,
+                };
                 let mut data = Vec::new();
-                for _ in 0..n * 3 {
-                    let u = units[next(units.len())];
-                    data.extend_from_slice(&if big {
-                        u.to_be_bytes()
-                    } else {
-                        u.to_le_bytes()
-                    });
+                for _ in 0..n {
+                    let row: [u32; 3] = match sentinel {
+                        Some(s) if next(4) == 0 => s,
+                        _ => std::array::from_fn(|_| units[next(units.len())]),
+                    };
+                    for u in row {
+                        data.extend_from_slice(&if big {
+                            u.to_be_bytes()
+                        } else {
+                            u.to_le_bytes()
+                        });
+                    }
                 }
                 let valid: Vec<bool> = (0..n).map(|_| next(5) > 0).collect();
                 let nulls = (round % 2 == 0).then(|| NullBuffer::from(valid.clone()));
@@ -248,7 +261,13 @@ mod tests {
                 .unwrap();
                 let strings = crate::arrow_reader::utf32::utf32_to_arrow(&data, n, 12, 0, 3, big);
                 let strings = strings.as_string::<i32>();
-                let sentinel = (round % 3 == 0).then(|| "b".to_string());
+                let sentinel: Option<String> = sentinel.map(|s| {
+                    let text = s
+                        .iter()
+                        .filter(|&&u| u != 0)
+                        .map(|&u| char::from_u32(u).unwrap());
+                    text.collect()
+                });
                 let col = RawTextColumn {
                     raw: RawText::Utf32(DType::Unicode {
                         chars: 3,
