@@ -327,6 +327,13 @@ const QUERIES: &[Query] = &[
         columns: "text",
     },
     Query {
+        name: "cats: min(text) and max(text) (vlstring column)",
+        sql: "SELECT min(text), max(text) FROM cats_{c}",
+        check: Check::Same,
+        floor: &["cats-{c}.b2d/_cols/text.b2b"],
+        columns: "text",
+    },
+    Query {
         name: "cats: count per text, top 3 (vlstring column)",
         sql: "SELECT text, count(*) AS n FROM cats_{c} GROUP BY text ORDER BY n DESC, text LIMIT 3",
         check: Check::Same,

@@ -294,19 +294,24 @@ async fn fused_grouping_by_utf32_records() {
     }
 }
 
-/// `min`/`max` of a table's `U<n>` column folded over its stored records: values with
-/// non-ASCII, astral and NUL letters and the empty string, mask nulls, a sentinel
-/// (`__BLOSC2_NULL__`), deleted rows; beside other aggregates and under a filter on
-/// another column; on 1, 2 and 3 partitions, against DataFusion's `min`/`max` of the
-/// converted strings. Shapes where the records would be read otherwise keep
-/// DataFusion's plan.
+/// `min`/`max` of a table's text columns folded over their stored values: `U<n>`
+/// records with non-ASCII, astral and NUL letters and the empty string, mask nulls, a
+/// sentinel (`__BLOSC2_NULL__`), deleted rows; `utf8` and `vlstring` items with long
+/// items, `nil` items and the utf8 sentinel; beside other aggregates and under a filter
+/// on another column; on 1, 2 and 3 partitions, against DataFusion's `min`/`max` of the
+/// converted strings. Shapes where the values would be read otherwise keep DataFusion's
+/// plan.
 #[tokio::test]
-async fn fused_text_min_max_over_utf32_records() {
+async fn fused_text_min_max_over_stored_values() {
     let tables = [
         ("td", "tests/fixtures/ctable/texts.b2d"),
         ("tz", "tests/fixtures/ctable/texts.b2z"),
         ("nl", "tests/fixtures/ctable/nulls.b2d"),
         ("ik", "tests/fixtures/ctable/indexed-keys.b2d"),
+        ("tk", "tests/fixtures/ctable/text-keys.b2d"),
+        ("vd", "tests/fixtures/ctable/varlen.b2d"),
+        ("vz", "tests/fixtures/ctable/varlen.b2z"),
+        ("sn", "tests/fixtures/ctable/sparse-nulls.b2d"),
     ];
     for partitions in [1, 2, 3] {
         let (fused, plain) = contexts(partitions, &tables).await;
@@ -318,6 +323,12 @@ async fn fused_text_min_max_over_utf32_records() {
             "SELECT min(word), max(word) FROM td WHERE i > 600",
             // No row passes (row 999 is deleted): NULL.
             "SELECT max(word), min(opt) FROM td WHERE i % 1000 = 999",
+            // `utf8` and `vlstring` items.
+            "SELECT min(u), max(u), min(m), max(m), min(v), max(v), count(*) FROM tk",
+            "SELECT min(note), max(note) FROM vd",
+            "SELECT max(note), sum(i) FROM vz WHERE i > 3",
+            "SELECT min(name), max(name), avg(x) FROM sn",
+            "SELECT min(s), max(s) FROM nl",
         ] {
             check(&fused, &plain, sql, true).await;
         }

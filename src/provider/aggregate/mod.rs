@@ -1,5 +1,5 @@
 //! Aggregates fused into the scan: a `sum`, `avg`, `count`, `min` or `max` (`extremes.rs`;
-//! ungrouped over a `U<n>` text column's stored records, `text_extremes.rs`) straight
+//! ungrouped over a text column's stored records or items, `text_extremes.rs`) straight
 //! over a [`Blosc2Exec`], ungrouped or grouped by one array coordinate (`GROUP BY dim_k`, in
 //! dense states over the coordinate's exact range: `grouped.rs`), is folded as the scan's
 //! batches arrive, without the `CAST` copies and per-batch work of DataFusion's partial
@@ -35,7 +35,7 @@
 //! Anything the rule does not recognise exactly (grouping by anything but path columns
 //! and at most one coordinate, dictionary column, integer column or text column, the text
 //! column one no aggregate or filter reads; `min`/`max` of text other than ungrouped over
-//! a `U<n>` column no other aggregate or filter reads; `DISTINCT`, `FILTER`, other
+//! a column no other aggregate or filter reads; `DISTINCT`, `FILTER`, other
 //! functions, decimals, casts that are not widenings, a group limit) keeps DataFusion's
 //! plan.
 
@@ -128,7 +128,7 @@ pub struct FusedAggregate {
     /// The column's type, for `min` and `max` (their result's type).
     pub value_type: Option<DataType>,
     /// For `min` and `max` of a text column: the column, which the scan yields as its
-    /// stored `U<n>` records (`text_extremes.rs`). Set for each member scan.
+    /// stored records or items (`text_extremes.rs`). Set for each member scan.
     pub text: Option<RawTextColumn>,
     /// DataFusion's name of the aggregate, for display.
     pub name: String,
@@ -275,7 +275,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                         Some(c) => Some(scan_column(c)?),
                         None => None,
                     };
-                    // A text column's `min`/`max`: its `U<n>` records.
+                    // A text column's `min`/`max`: its stored records or items.
                     let text = match (column, &a.value_type) {
                         (Some(j), Some(t)) if is_text(t) => {
                             let raw = scan_exec(m.scan)?.raw_text_column(j)?;

@@ -1,8 +1,12 @@
-//! `min`/`max` of a table's `U<n>` text column folded over its stored UTF-32 records
-//! (`Blosc2Exec::with_raw_records`): each record is compared with the least and greatest
-//! so far as the text it converts to, and only those two are converted at the end. The
-//! usual plan converted every record to an Arrow string for DataFusion's `min`/`max`,
-//! which cost about twice the column's decode.
+//! `min`/`max` of a table's text column folded over its stored values
+//! (`Blosc2Exec::with_raw_records`): each `U<n>` record (UTF-32) or `utf8` / `vlstring`
+//! item (UTF-8) is compared with the least and greatest so far as the text it converts
+//! to, and only those two are converted at the end. The usual plan converted every
+//! record, or checked every item and built a string array, for DataFusion's `min`/`max`:
+//! about twice the column's decode for a `<U12` column.
+//!
+//! Items are compared as their bytes (UTF-8's order is the order of code points); each
+//! batch's items are first checked to be UTF-8, as converting them would.
 //!
 //! The order is DataFusion's order of the converted strings (their UTF-8 bytes, which is
 //! the order of their code points). A record compares as its units in turn, each taken as
@@ -21,38 +25,55 @@ use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use std::cmp::Ordering;
 
-/// The least and greatest records of a `U<n>` column folded so far.
+/// How a text column's raw values arrive.
+#[derive(Debug, Clone, Copy)]
+enum Layout {
+    /// `U<n>` records (`FixedSizeBinary`) of `width` bytes (`4n`), big-endian units when
+    /// `big`.
+    Utf32 { width: usize, big: bool },
+    /// `utf8` / `vlstring` items (`LargeBinary`), not yet checked to be UTF-8.
+    Utf8,
+}
+
+/// The least and greatest values of a text column folded so far, as stored.
 #[derive(Debug, Clone)]
 pub struct TextExtremes {
-    /// Record size in bytes (`4n`).
-    width: usize,
-    /// Big-endian units.
-    big: bool,
-    /// The record whose text is the column's sentinel (NULL), where one can be.
-    null_record: Option<Vec<u8>>,
-    /// The least record so far.
+    layout: Layout,
+    /// The stored value whose text is the column's sentinel (NULL), where one can be.
+    null_value: Option<Vec<u8>>,
+    /// The least value so far.
     lo: Option<Vec<u8>>,
-    /// The greatest record so far.
+    /// The greatest value so far.
     hi: Option<Vec<u8>>,
     /// The column, for errors.
     what: String,
 }
 
 impl TextExtremes {
-    /// The empty fold of raw column `col`; `None` unless its records are UTF-32 (`U<n>`)
-    /// and its sentinel, if any, is a text that no record with invalid units converts
-    /// to (one holding U+FFFD is: those rows could not be told from the others).
+    /// The empty fold of raw column `col`; `None` for `U<n>` records whose sentinel holds
+    /// U+FFFD (records with invalid units convert to it too, so those rows could not be
+    /// told from the others).
     pub fn new(col: &RawTextColumn) -> Option<Self> {
-        let RawText::Utf32(DType::Unicode { chars, endian }) = &col.raw else {
-            return None;
+        let layout = match &col.raw {
+            RawText::Utf32(DType::Unicode { chars, endian }) => Layout::Utf32 {
+                width: chars * 4,
+                big: *endian == Endian::Big,
+            },
+            RawText::Utf32(_) => return None,
+            RawText::Utf8 => Layout::Utf8,
         };
-        let big = *endian == Endian::Big;
-        let null_record = match &col.null_text {
-            Some(t) if t.contains('\u{FFFD}') => return None,
+        let null_value = match (&col.null_text, layout) {
+            (None, _) => None,
+            (Some(t), Layout::Utf8) => Some(t.as_bytes().to_vec()),
+            (Some(t), Layout::Utf32 { .. }) if t.contains('\u{FFFD}') => return None,
             // No record converts to a text ending in NUL or longer than the records.
-            Some(t) if t.ends_with('\0') || t.chars().count() > *chars => None,
-            Some(t) => {
-                let mut rec = Vec::with_capacity(chars * 4);
+            (Some(t), Layout::Utf32 { width, .. })
+                if t.ends_with('\0') || t.chars().count() > width / 4 =>
+            {
+                None
+            }
+            (Some(t), Layout::Utf32 { width, big }) => {
+                let mut rec = Vec::with_capacity(width);
                 for c in t.chars() {
                     let u = c as u32;
                     rec.extend_from_slice(&if big {
@@ -61,60 +82,86 @@ impl TextExtremes {
                         u.to_le_bytes()
                     });
                 }
-                rec.resize(chars * 4, 0);
+                rec.resize(width, 0);
                 Some(rec)
             }
-            None => None,
         };
         Some(TextExtremes {
-            width: chars * 4,
-            big,
-            null_record,
+            layout,
+            null_value,
             lo: None,
             hi: None,
             what: col.what.clone(),
         })
     }
 
-    /// Folds the records of `col` (the raw records of this fold's column, a piece of a
-    /// batch) into the least and greatest so far.
+    /// Folds the raw values of `col` (this fold's column, a piece of a batch) into the
+    /// least and greatest so far.
     ///
     /// # Errors
-    /// A column that is not records of this fold's width.
+    /// A column that is not this fold's raw values; a `utf8` / `vlstring` item that is not
+    /// UTF-8 (as any scan of the column fails).
     pub fn add(&mut self, col: &ArrayRef) -> Result<()> {
-        let records = (col.as_fixed_size_binary_opt())
-            .filter(|r| r.value_length() as usize == self.width)
-            .ok_or_else(|| {
-                DataFusionError::Internal(format!(
-                    "Blosc2 text min/max: {}: the column is not its raw records",
-                    self.what
-                ))
-            })?;
-        let n = records.len();
-        if n == 0 || self.width == 0 {
-            return Ok(());
-        }
-        let data = &records.value_data()[..n * self.width];
-        let nulls = records.nulls().filter(|b| b.null_count() > 0);
-        // A row may stand in for the fold only when it is no null.
-        let counts = |i: usize, rec: &[u8]| {
-            !nulls.is_some_and(|b| b.is_null(i)) && self.null_record.as_deref() != Some(rec)
+        let wrong = || {
+            DataFusionError::Internal(format!(
+                "Blosc2 text min/max: {}: the column is not its raw values",
+                self.what
+            ))
         };
-        let (width, big) = (self.width, self.big);
-        let lo = best(data, width, big, self.lo.as_deref(), Ordering::Less, counts);
-        let hi = best(
-            data,
-            width,
-            big,
-            self.hi.as_deref(),
-            Ordering::Greater,
-            counts,
-        );
-        if let Some(i) = lo {
-            self.lo = Some(data[i * width..][..width].to_vec());
+        let nulls = col.nulls().filter(|b| b.null_count() > 0);
+        let null_value = self.null_value.as_deref();
+        // A row may stand in for the fold only when it is no null.
+        let counts =
+            |i: usize, v: &[u8]| !nulls.is_some_and(|b| b.is_null(i)) && null_value != Some(v);
+        let (lo, hi) = match self.layout {
+            Layout::Utf32 { width, big } => {
+                let records = (col.as_fixed_size_binary_opt())
+                    .filter(|r| r.value_length() as usize == width)
+                    .ok_or_else(wrong)?;
+                let n = records.len();
+                if n == 0 || width == 0 {
+                    return Ok(());
+                }
+                let data = &records.value_data()[..n * width];
+                let record = |i: usize| &data[i * width..][..width];
+                let lo = best_record(data, width, big, self.lo.as_deref(), Ordering::Less, counts);
+                let hi = best_record(
+                    data,
+                    width,
+                    big,
+                    self.hi.as_deref(),
+                    Ordering::Greater,
+                    counts,
+                );
+                (lo.map(record), hi.map(record))
+            }
+            Layout::Utf8 => {
+                let items = col.as_binary_opt::<i64>().ok_or_else(wrong)?;
+                check_utf8(items.value_offsets(), items.values()).map_err(|at| {
+                    DataFusionError::Execution(format!(
+                        "{}: an item is not UTF-8 (at byte {at} of the batch's items)",
+                        self.what
+                    ))
+                })?;
+                let (mut lo, mut hi) = (self.lo.as_deref(), self.hi.as_deref());
+                let (mut new_lo, mut new_hi) = (None, None);
+                for (i, v) in items.iter().enumerate() {
+                    let Some(v) = v else { continue };
+                    if lo.is_none_or(|l| v < l) && counts(i, v) {
+                        (lo, new_lo) = (Some(v), Some(v));
+                    }
+                    if hi.is_none_or(|h| v > h) && counts(i, v) {
+                        (hi, new_hi) = (Some(v), Some(v));
+                    }
+                }
+                (new_lo, new_hi)
+            }
+        };
+        if let Some(v) = lo {
+            self.lo = Some(v.to_vec());
         }
-        if let Some(i) = hi {
-            self.hi = Some(data[i * width..][..width].to_vec());
+        if let Some(v) = hi {
+            self.hi = Some(v.to_vec());
         }
         Ok(())
     }
@@ -125,14 +172,41 @@ impl TextExtremes {
     /// # Errors
     /// A cast to `t` that fails (the rule admits string types only).
     pub fn result(&self, max: bool, t: &arrow::datatypes::DataType) -> Result<ArrayRef> {
-        let rec = if max { &self.hi } else { &self.lo };
-        let text = rec.as_deref().map(|r| {
-            let mut out = Vec::with_capacity(r.len());
-            push_utf32(r, self.big, &mut out);
-            // `push_utf32` writes UTF-8 (an invalid unit as U+FFFD's).
-            String::from_utf8_lossy(&out).into_owned()
+        let value = if max { &self.hi } else { &self.lo };
+        let text = value.as_deref().map(|v| match self.layout {
+            Layout::Utf32 { big, .. } => {
+                let mut out = Vec::with_capacity(v.len());
+                push_utf32(v, big, &mut out);
+                // `push_utf32` writes UTF-8 (an invalid unit as U+FFFD's).
+                String::from_utf8_lossy(&out).into_owned()
+            }
+            // Checked when folded.
+            Layout::Utf8 => String::from_utf8_lossy(v).into_owned(),
         });
         ScalarValue::Utf8(text).cast_to(t)?.to_array()
+    }
+}
+
+/// Whether the items at `offsets` of `data` are each UTF-8: the bytes they span are, and
+/// each item starts on a character (not a continuation byte), so no character spans two
+/// items. `Err` gives the offset of the first byte found wrong.
+fn check_utf8(offsets: &[i64], data: &[u8]) -> std::result::Result<(), usize> {
+    let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) else {
+        return Ok(());
+    };
+    let (first, last) = (first as usize, last as usize);
+    let span = data.get(first..last).ok_or(first)?;
+    if let Err(e) = std::str::from_utf8(span) {
+        return Err(first + e.valid_up_to());
+    }
+    // A continuation byte is 0b10xxxxxx.
+    match offsets
+        .iter()
+        .map(|&o| o as usize)
+        .find(|&o| o < last && data[o] & 0xC0 == 0x80)
+    {
+        Some(o) => Err(o),
+        None => Ok(()),
     }
 }
 
@@ -170,7 +244,7 @@ fn compare(a: &[u8], b: &[u8], big: bool) -> Ordering {
 /// direction `way` (`Less`: least) among those `counts` admits, when it goes beyond
 /// `so_far`; `None` when none does. Ties keep the earlier record (they convert to equal
 /// texts).
-fn best(
+fn best_record(
     data: &[u8],
     width: usize,
     big: bool,
@@ -205,7 +279,7 @@ fn best(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{FixedSizeBinaryArray, StringArray};
+    use arrow::array::{FixedSizeBinaryArray, LargeBinaryArray, StringArray};
     use arrow::buffer::{Buffer, NullBuffer};
     use arrow::datatypes::DataType;
     use std::sync::Arc;
@@ -318,17 +392,91 @@ mod tests {
             what: "test".into(),
         };
         assert!(TextExtremes::new(&col("a\u{FFFD}")).is_none());
-        assert_eq!(TextExtremes::new(&col("abc")).unwrap().null_record, None);
-        assert_eq!(TextExtremes::new(&col("a\0")).unwrap().null_record, None);
+        assert_eq!(TextExtremes::new(&col("abc")).unwrap().null_value, None);
+        assert_eq!(TextExtremes::new(&col("a\0")).unwrap().null_value, None);
         assert_eq!(
-            TextExtremes::new(&col("a")).unwrap().null_record,
+            TextExtremes::new(&col("a")).unwrap().null_value,
             Some(vec![0x61, 0, 0, 0, 0, 0, 0, 0])
         );
-        let items = RawTextColumn {
+    }
+
+    /// UTF-8 items (empty, ASCII, two-, three- and four-byte letters, NUL), in pieces,
+    /// with nulls and the sentinel `b` in some rounds: the fold's min and max are Arrow's
+    /// `min_string`/`max_string` with those rows null. Items that are not UTF-8, or that
+    /// split a letter between them, are an error.
+    #[test]
+    fn item_extremes_are_those_of_the_strings() {
+        let words = [
+            "",
+            "a",
+            "b",
+            "ab",
+            "a\0",
+            "é",
+            "ñandú",
+            "日本",
+            "😀",
+            "b\u{FFFD}",
+            "zz",
+        ];
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |m: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        };
+        for round in 0..60 {
+            let n = 1 + next(40);
+            let values: Vec<Option<&str>> = (0..n)
+                .map(|_| (next(6) > 0).then(|| words[next(words.len())]))
+                .collect();
+            let items: ArrayRef = Arc::new(LargeBinaryArray::from_iter(
+                values.iter().map(|v| v.map(str::as_bytes)),
+            ));
+            let sentinel = (round % 2 == 0).then(|| "b".to_string());
+            let col = RawTextColumn {
+                raw: RawText::Utf8,
+                null_text: sentinel.clone(),
+                what: "test".into(),
+            };
+            let masked: StringArray = values
+                .iter()
+                .map(|v| v.filter(|v| sentinel.as_deref() != Some(*v)))
+                .collect();
+            let mut fold = TextExtremes::new(&col).expect("items");
+            let mut at = 0;
+            while at < n {
+                let len = (1 + next(15)).min(n - at);
+                fold.add(&items.slice(at, len)).unwrap();
+                at += len;
+            }
+            let got = |max| {
+                let a = fold.result(max, &DataType::Utf8View).unwrap();
+                let s = a.as_string_view();
+                s.is_valid(0).then(|| s.value(0).to_string())
+            };
+            let want_min = arrow::compute::min_string(&masked).map(String::from);
+            let want_max = arrow::compute::max_string(&masked).map(String::from);
+            assert_eq!(got(false), want_min, "min, round {round}");
+            assert_eq!(got(true), want_max, "max, round {round}");
+        }
+        let col = RawTextColumn {
             raw: RawText::Utf8,
             null_text: None,
-            what: "test".into(),
+            what: "t.b2d: column \"s\"".into(),
         };
-        assert!(TextExtremes::new(&items).is_none());
+        // "é" is C3 A9: split between two items, each item is no UTF-8, though the bytes
+        // together are.
+        for bad in [
+            vec![&b"ok"[..], b"\xFF"],
+            vec![b"a\xC3", b"\xA9b"],
+            vec![b"\xA9"],
+        ] {
+            let items: ArrayRef = Arc::new(LargeBinaryArray::from_iter_values(bad.iter().copied()));
+            let mut fold = TextExtremes::new(&col).expect("items");
+            let e = fold.add(&items).unwrap_err().to_string();
+            assert!(e.contains("column \"s\": an item is not UTF-8"), "{e}");
+        }
     }
 }
