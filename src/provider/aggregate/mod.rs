@@ -82,7 +82,7 @@ use grouped::GroupedFold;
 use keys::KeyKind;
 use std::fmt;
 use std::sync::Arc;
-use text_extremes::TextExtremes;
+use text_extremes::TextExtreme;
 
 /// The physical optimizer rule that fuses `sum`/`avg`/`count`/`min`/`max` into Blosc2 scans
 /// (see the module docs). [`crate::provider::Blosc2SessionExt`] installs it.
@@ -227,9 +227,9 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         };
     }
     // Ungrouped `min`/`max` alone stay with DataFusion once earlier scans mapped zones of
-    // their columns in these units: its aggregation pushes a dynamic filter (`value < min so far OR value >
-    // max so far`) into the scan, which then skips the units whose zone maps cannot change
-    // the answer. (Where every zone of the whole array is mapped, the table's exact
+    // their columns in these units: its aggregation pushes a dynamic filter (`value < min
+    // so far OR value > max so far`) into the scan, which then skips the units whose zone
+    // maps cannot change the answer. (Where every zone of the whole array is mapped, the table's exact
     // statistics answer them without a scan.) Before that, the fused node is faster.
     let extremes_only = aggs
         .iter()
@@ -279,7 +279,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                     let text = match (column, &a.value_type) {
                         (Some(j), Some(t)) if is_text(t) => {
                             let raw = scan_exec(m.scan)?.raw_text_column(j)?;
-                            text_extremes::TextExtremes::new(&raw)?;
+                            TextExtreme::new(&raw, a.kind == AggKind::Max)?;
                             Some(raw)
                         }
                         _ => None,
@@ -949,8 +949,11 @@ impl ExecutionPlan for Blosc2AggregateExec {
                 .map(|a| AggState::new(a.sum_type.unwrap_or(SumType::I64)))
                 .collect();
             // A text column's `min`/`max` (the rule built each once before).
-            let mut texts: Vec<Option<TextExtremes>> = (aggs.iter())
-                .map(|a| a.text.as_ref().and_then(TextExtremes::new))
+            let mut texts: Vec<Option<TextExtreme>> = (aggs.iter())
+                .map(|a| {
+                    let max = a.kind == AggKind::Max;
+                    a.text.as_ref().and_then(|c| TextExtreme::new(c, max))
+                })
                 .collect();
             let mut rows = 0;
             while let Some(batch) = input.next().await {
@@ -1048,12 +1051,12 @@ fn output_batch(
     aggs: &[FusedAggregate],
     output: Output,
     states: &[AggState],
-    texts: &[Option<TextExtremes>],
+    texts: &[Option<TextExtreme>],
 ) -> Result<RecordBatch> {
     let mut cols = Vec::new();
     for ((a, s), t) in aggs.iter().zip(states).zip(texts) {
         if let (Some(t), Some(v)) = (t, &a.value_type) {
-            cols.push(t.result(a.kind == AggKind::Max, v)?);
+            cols.push(t.result(v)?);
             continue;
         }
         let sum: ArrayRef = match (s.count > 0, s.sum) {

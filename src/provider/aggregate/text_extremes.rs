@@ -1,7 +1,7 @@
 //! `min`/`max` of a table's text column folded over its stored values
 //! (`Blosc2Exec::with_raw_records`): each `U<n>` record (UTF-32) or `utf8` / `vlstring`
-//! item (UTF-8) is compared with the least and greatest so far as the text it converts
-//! to, and only those two are converted at the end. The usual plan converted every
+//! item (UTF-8) is compared with the least (`min`) or greatest (`max`) so far as the
+//! text it converts to, and only the winner is converted at the end. The usual plan converted every
 //! record, or checked every item and built a string array, for DataFusion's `min`/`max`:
 //! about twice the column's decode for a `<U12` column.
 //!
@@ -35,25 +35,26 @@ enum Layout {
     Utf8,
 }
 
-/// The least and greatest values of a text column folded so far, as stored.
+/// The least (`min`) or greatest (`max`) value of a text column folded so far, as
+/// stored.
 #[derive(Debug, Clone)]
-pub struct TextExtremes {
+pub struct TextExtreme {
     layout: Layout,
+    /// `Less` for the least value, `Greater` for the greatest.
+    way: Ordering,
     /// The stored value whose text is the column's sentinel (NULL), where one can be.
     null_value: Option<Vec<u8>>,
-    /// The least value so far.
-    lo: Option<Vec<u8>>,
-    /// The greatest value so far.
-    hi: Option<Vec<u8>>,
+    /// The least or greatest value so far.
+    best: Option<Vec<u8>>,
     /// The column, for errors.
     what: String,
 }
 
-impl TextExtremes {
-    /// The empty fold of raw column `col`; `None` for `U<n>` records whose sentinel holds
-    /// U+FFFD (records with invalid units convert to it too, so those rows could not be
-    /// told from the others).
-    pub fn new(col: &RawTextColumn) -> Option<Self> {
+impl TextExtreme {
+    /// The empty fold of the greatest (`max`) or least value of raw column `col`;
+    /// `None` for `U<n>` records whose sentinel holds U+FFFD (records with invalid units
+    /// convert to it too, so those rows could not be told from the others).
+    pub fn new(col: &RawTextColumn, max: bool) -> Option<Self> {
         let layout = match &col.raw {
             RawText::Utf32(DType::Unicode { chars, endian }) => Layout::Utf32 {
                 width: chars * 4,
@@ -86,17 +87,21 @@ impl TextExtremes {
                 Some(rec)
             }
         };
-        Some(TextExtremes {
+        Some(TextExtreme {
             layout,
+            way: if max {
+                Ordering::Greater
+            } else {
+                Ordering::Less
+            },
             null_value,
-            lo: None,
-            hi: None,
+            best: None,
             what: col.what.clone(),
         })
     }
 
     /// Folds the raw values of `col` (this fold's column, a piece of a batch) into the
-    /// least and greatest so far.
+    /// least or greatest so far.
     ///
     /// # Errors
     /// A column that is not this fold's raw values; a `utf8` / `vlstring` item that is not
@@ -113,7 +118,8 @@ impl TextExtremes {
         // A row may stand in for the fold only when it is no null.
         let counts =
             |i: usize, v: &[u8]| !nulls.is_some_and(|b| b.is_null(i)) && null_value != Some(v);
-        let (lo, hi) = match self.layout {
+        let way = self.way;
+        let found = match self.layout {
             Layout::Utf32 { width, big } => {
                 let records = (col.as_fixed_size_binary_opt())
                     .filter(|r| r.value_length() as usize == width)
@@ -123,17 +129,8 @@ impl TextExtremes {
                     return Ok(());
                 }
                 let data = &records.value_data()[..n * width];
-                let record = |i: usize| &data[i * width..][..width];
-                let lo = best_record(data, width, big, self.lo.as_deref(), Ordering::Less, counts);
-                let hi = best_record(
-                    data,
-                    width,
-                    big,
-                    self.hi.as_deref(),
-                    Ordering::Greater,
-                    counts,
-                );
-                (lo.map(record), hi.map(record))
+                best_record(data, width, big, self.best.as_deref(), way, counts)
+                    .map(|i| &data[i * width..][..width])
             }
             Layout::Utf8 => {
                 let items = col.as_binary_opt::<i64>().ok_or_else(wrong)?;
@@ -143,37 +140,30 @@ impl TextExtremes {
                         self.what
                     ))
                 })?;
-                let (mut lo, mut hi) = (self.lo.as_deref(), self.hi.as_deref());
-                let (mut new_lo, mut new_hi) = (None, None);
+                let mut best = self.best.as_deref();
+                let mut found = None;
                 for (i, v) in items.iter().enumerate() {
                     let Some(v) = v else { continue };
-                    if lo.is_none_or(|l| v < l) && counts(i, v) {
-                        (lo, new_lo) = (Some(v), Some(v));
-                    }
-                    if hi.is_none_or(|h| v > h) && counts(i, v) {
-                        (hi, new_hi) = (Some(v), Some(v));
+                    if best.is_none_or(|b| v.cmp(b) == way) && counts(i, v) {
+                        (best, found) = (Some(v), Some(v));
                     }
                 }
-                (new_lo, new_hi)
+                found
             }
         };
-        if let Some(v) = lo {
-            self.lo = Some(v.to_vec());
-        }
-        if let Some(v) = hi {
-            self.hi = Some(v.to_vec());
+        if let Some(v) = found {
+            self.best = Some(v.to_vec());
         }
         Ok(())
     }
 
-    /// The least (`max` false) or greatest text folded, as a one-row array of type
-    /// `t` (null when no row counted).
+    /// The least or greatest text folded, as a one-row array of type `t` (null when no
+    /// row counted).
     ///
     /// # Errors
     /// A cast to `t` that fails (the rule admits string types only).
-    pub fn result(&self, max: bool, t: &arrow::datatypes::DataType) -> Result<ArrayRef> {
-        let value = if max { &self.hi } else { &self.lo };
-        let text = value.as_deref().map(|v| match self.layout {
+    pub fn result(&self, t: &arrow::datatypes::DataType) -> Result<ArrayRef> {
+        let text = self.best.as_deref().map(|v| match self.layout {
             Layout::Utf32 { big, .. } => {
                 let mut out = Vec::with_capacity(v.len());
                 push_utf32(v, big, &mut out);
@@ -358,17 +348,19 @@ mod tests {
                         (!null).then_some(v)
                     })
                     .collect();
-                let mut fold = TextExtremes::new(&col).expect("U<3>");
+                let mut folds = [false, true].map(|max| TextExtreme::new(&col, max).expect("U<3>"));
                 let arr: ArrayRef = Arc::new(records);
                 // In pieces, as the node folds cache-sized slices.
                 let mut at = 0;
                 while at < n {
                     let len = (1 + next(20)).min(n - at);
-                    fold.add(&arr.slice(at, len)).unwrap();
+                    for f in &mut folds {
+                        f.add(&arr.slice(at, len)).unwrap();
+                    }
                     at += len;
                 }
-                let got = |max| {
-                    let a = fold.result(max, &DataType::Utf8).unwrap();
+                let got = |max: bool| {
+                    let a = folds[max as usize].result(&DataType::Utf8).unwrap();
                     let s = a.as_string::<i32>();
                     s.is_valid(0).then(|| s.value(0).to_string())
                 };
@@ -391,11 +383,17 @@ mod tests {
             null_text: Some(t.into()),
             what: "test".into(),
         };
-        assert!(TextExtremes::new(&col("a\u{FFFD}")).is_none());
-        assert_eq!(TextExtremes::new(&col("abc")).unwrap().null_value, None);
-        assert_eq!(TextExtremes::new(&col("a\0")).unwrap().null_value, None);
+        assert!(TextExtreme::new(&col("a\u{FFFD}"), false).is_none());
         assert_eq!(
-            TextExtremes::new(&col("a")).unwrap().null_value,
+            TextExtreme::new(&col("abc"), false).unwrap().null_value,
+            None
+        );
+        assert_eq!(
+            TextExtreme::new(&col("a\0"), false).unwrap().null_value,
+            None
+        );
+        assert_eq!(
+            TextExtreme::new(&col("a"), false).unwrap().null_value,
             Some(vec![0x61, 0, 0, 0, 0, 0, 0, 0])
         );
     }
@@ -444,15 +442,17 @@ mod tests {
                 .iter()
                 .map(|v| v.filter(|v| sentinel.as_deref() != Some(*v)))
                 .collect();
-            let mut fold = TextExtremes::new(&col).expect("items");
+            let mut folds = [false, true].map(|max| TextExtreme::new(&col, max).expect("items"));
             let mut at = 0;
             while at < n {
                 let len = (1 + next(15)).min(n - at);
-                fold.add(&items.slice(at, len)).unwrap();
+                for f in &mut folds {
+                    f.add(&items.slice(at, len)).unwrap();
+                }
                 at += len;
             }
-            let got = |max| {
-                let a = fold.result(max, &DataType::Utf8View).unwrap();
+            let got = |max: bool| {
+                let a = folds[max as usize].result(&DataType::Utf8View).unwrap();
                 let s = a.as_string_view();
                 s.is_valid(0).then(|| s.value(0).to_string())
             };
@@ -474,7 +474,7 @@ mod tests {
             vec![b"\xA9"],
         ] {
             let items: ArrayRef = Arc::new(LargeBinaryArray::from_iter_values(bad.iter().copied()));
-            let mut fold = TextExtremes::new(&col).expect("items");
+            let mut fold = TextExtreme::new(&col, true).expect("items");
             let e = fold.add(&items).unwrap_err().to_string();
             assert!(e.contains("column \"s\": an item is not UTF-8"), "{e}");
         }
