@@ -297,7 +297,8 @@ async fn fused_grouping_by_utf32_records() {
 /// `min`/`max` of a table's text columns folded over their stored values: `U<n>`
 /// records with non-ASCII, astral and NUL letters and the empty string, mask nulls, a
 /// sentinel (`__BLOSC2_NULL__`), deleted rows; `utf8` and `vlstring` items with long
-/// items, `nil` items and the utf8 sentinel; beside other aggregates and under a filter
+/// items, `nil` items and the utf8 sentinel; dictionary columns with null codes; beside
+/// other aggregates and under a filter
 /// on another column; on 1, 2 and 3 partitions, against DataFusion's `min`/`max` of the
 /// converted strings. Shapes where the values would be read otherwise keep DataFusion's
 /// plan.
@@ -329,6 +330,9 @@ async fn fused_text_min_max_over_stored_values() {
             "SELECT max(note), sum(i) FROM vz WHERE i > 3",
             "SELECT min(name), max(name), avg(x) FROM sn",
             "SELECT min(s), max(s) FROM nl",
+            // Dictionary columns (with null codes): the values their codes name.
+            "SELECT min(cat), max(cat), min(word), max(word), count(cat) FROM vd",
+            "SELECT max(cat), min(note) FROM vz WHERE i > 3",
         ] {
             check(&fused, &plain, sql, true).await;
         }

@@ -47,7 +47,7 @@ mod keys;
 mod records;
 mod text_extremes;
 
-use super::exec::{Blosc2Exec, RawTextColumn};
+use super::exec::Blosc2Exec;
 use super::member_value::MemberValue;
 use super::pushdown::is_text;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
@@ -82,7 +82,7 @@ use grouped::GroupedFold;
 use keys::KeyKind;
 use std::fmt;
 use std::sync::Arc;
-use text_extremes::TextExtreme;
+use text_extremes::{TextExtreme, TextSource};
 
 /// The physical optimizer rule that fuses `sum`/`avg`/`count`/`min`/`max` into Blosc2 scans
 /// (see the module docs). [`crate::provider::Blosc2SessionExt`] installs it.
@@ -127,9 +127,9 @@ pub struct FusedAggregate {
     pub sum_type: Option<SumType>,
     /// The column's type, for `min` and `max` (their result's type).
     pub value_type: Option<DataType>,
-    /// For `min` and `max` of a text column: the column, which the scan yields as its
-    /// stored records or items (`text_extremes.rs`). Set for each member scan.
-    pub text: Option<RawTextColumn>,
+    /// For `min` and `max` of a text column: where they read its values
+    /// (`text_extremes.rs`). Set for each member scan.
+    pub text: Option<TextSource>,
     /// DataFusion's name of the aggregate, for display.
     pub name: String,
 }
@@ -275,12 +275,18 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                         Some(c) => Some(scan_column(c)?),
                         None => None,
                     };
-                    // A text column's `min`/`max`: its stored records or items.
+                    // A text column's `min`/`max`: its stored records or items, or a
+                    // dictionary column's codes.
                     let text = match (column, &a.value_type) {
                         (Some(j), Some(t)) if is_text(t) => {
-                            let raw = scan_exec(m.scan)?.raw_text_column(j)?;
-                            TextExtreme::new(&raw, a.kind == AggKind::Max)?;
-                            Some(raw)
+                            let source = match m.scan.schema().field(j).data_type() {
+                                DataType::Dictionary(k, _) if **k == DataType::Int32 => {
+                                    TextSource::Dictionary
+                                }
+                                _ => TextSource::Raw(scan_exec(m.scan)?.raw_text_column(j)?),
+                            };
+                            TextExtreme::new(&source, a.kind == AggKind::Max)?;
+                            Some(source)
                         }
                         _ => None,
                     };
@@ -327,17 +333,17 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                 .collect();
             // Text columns whose `min`/`max` fold over records: ungrouped, and read by
             // nothing else (the records are no text, and a sentinel is not applied).
+            let raw_text = |a: &FusedAggregate| matches!(a.text, Some(TextSource::Raw(_)));
             let text_columns: Vec<usize> = (member_aggs.iter())
-                .filter(|a| a.text.is_some())
+                .filter(|a| raw_text(a))
                 .filter_map(|a| a.column)
                 .collect();
             let read_otherwise = |c: &usize| {
                 filter_columns.contains(c)
-                    || (member_aggs.iter()).any(|a| a.column == Some(*c) && a.text.is_none())
+                    || (member_aggs.iter()).any(|a| a.column == Some(*c) && !raw_text(a))
             };
-            if !text_columns.is_empty()
-                && (group.is_some() || text_columns.iter().any(read_otherwise))
-            {
+            let texts = member_aggs.iter().any(|a| a.text.is_some());
+            if (texts && group.is_some()) || text_columns.iter().any(read_otherwise) {
                 return None;
             }
             let raw: Vec<usize> = group
@@ -543,8 +549,8 @@ fn group_of(
 
 /// `a` as a fused aggregate over a scan of `scan_schema` (below `projection`, if any), if
 /// it is one: `count`, `sum` or `avg` of a column (or a widening cast of one, as
-/// DataFusion coerces `sum`/`avg` arguments), `count(*)`, or `min`/`max` of a numeric or
-/// temporal column.
+/// DataFusion coerces `sum`/`avg` arguments), `count(*)`, or `min`/`max` of a numeric,
+/// temporal or text column (or of a dictionary column of text cast to text).
 fn fused_aggregate(
     a: &AggregateFunctionExpr,
     projection: Option<&ProjectionExec>,
@@ -572,6 +578,20 @@ fn fused_aggregate(
             column: Some(*c),
             sum_type: None,
             value_type: Some(t.clone()),
+            text: None,
+            name: a.name().to_string(),
+        });
+    }
+    // A dictionary column of text, cast to text (as DataFusion coerces `min`/`max` of
+    // it): folded over the values its codes name.
+    if let (AggKind::Min | AggKind::Max, Arg::Column(c, Some(cast))) = (kind, &arg) {
+        let dictionary_of_text = matches!(scan_schema.field(*c).data_type(),
+            DataType::Dictionary(k, v) if **k == DataType::Int32 && is_text(v));
+        return (dictionary_of_text && is_text(cast)).then(|| FusedAggregate {
+            kind,
+            column: Some(*c),
+            sum_type: None,
+            value_type: Some(cast.clone()),
             text: None,
             name: a.name().to_string(),
         });
@@ -1133,7 +1153,7 @@ mod tests {
         let group = Group {
             column: 0,
             bound: 0,
-            keys: KeyKind::Text(RawTextColumn {
+            keys: KeyKind::Text(crate::provider::exec::RawTextColumn {
                 raw: RawText::Utf8,
                 null_text: None,
                 what: "test".into(),

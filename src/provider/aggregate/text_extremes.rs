@@ -6,7 +6,10 @@
 //! about twice the column's decode for a `<U12` column.
 //!
 //! Items are compared as their bytes (UTF-8's order is the order of code points); each
-//! batch's items are first checked to be UTF-8, as converting them would.
+//! batch's items are first checked to be UTF-8, as converting them would. A dictionary
+//! column (`min(CAST(category AS Utf8))`, as DataFusion coerces it) is folded over the
+//! values its codes name in each batch: a pass over the codes, then one comparison per
+//! value named, where DataFusion's plan cast every row to a string.
 //!
 //! The order is DataFusion's order of the converted strings (their UTF-8 bytes, which is
 //! the order of their code points). A record compares as its units in turn, each taken as
@@ -20,12 +23,24 @@ use crate::array::dtype::{DType, Endian};
 use crate::arrow_reader::reader::RawText;
 use crate::arrow_reader::utf32::push_utf32;
 use crate::provider::exec::RawTextColumn;
-use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray, DictionaryArray};
+use arrow::datatypes::{DataType, Int32Type};
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use std::cmp::Ordering;
 
-/// How a text column's raw values arrive.
+/// Where a text column's `min`/`max` reads its values.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TextSource {
+    /// Its stored records or items, which the scan yields raw
+    /// (`Blosc2Exec::with_raw_records`).
+    Raw(RawTextColumn),
+    /// A dictionary column (`Dictionary(Int32, text)`, as the scan yields it): the
+    /// values its codes name.
+    Dictionary,
+}
+
+/// How a text column's values arrive.
 #[derive(Debug, Clone, Copy)]
 enum Layout {
     /// `U<n>` records (`FixedSizeBinary`) of `width` bytes (`4n`), big-endian units when
@@ -33,6 +48,8 @@ enum Layout {
     Utf32 { width: usize, big: bool },
     /// `utf8` / `vlstring` items (`LargeBinary`), not yet checked to be UTF-8.
     Utf8,
+    /// Int32 codes over text values (a `DictionaryArray`).
+    Dictionary,
 }
 
 /// The least (`min`) or greatest (`max`) value of a text column folded so far, as
@@ -51,10 +68,27 @@ pub struct TextExtreme {
 }
 
 impl TextExtreme {
-    /// The empty fold of the greatest (`max`) or least value of raw column `col`;
-    /// `None` for `U<n>` records whose sentinel holds U+FFFD (records with invalid units
-    /// convert to it too, so those rows could not be told from the others).
-    pub fn new(col: &RawTextColumn, max: bool) -> Option<Self> {
+    /// The empty fold of the greatest (`max`) or least value of a column read as
+    /// `source`; `None` for `U<n>` records whose sentinel holds U+FFFD (records with
+    /// invalid units convert to it too, so those rows could not be told from the others).
+    pub fn new(source: &TextSource, max: bool) -> Option<Self> {
+        let way = if max {
+            Ordering::Greater
+        } else {
+            Ordering::Less
+        };
+        let col = match source {
+            TextSource::Raw(col) => col,
+            TextSource::Dictionary => {
+                return Some(TextExtreme {
+                    layout: Layout::Dictionary,
+                    way,
+                    null_value: None,
+                    best: None,
+                    what: "a dictionary column".into(),
+                });
+            }
+        };
         let layout = match &col.raw {
             RawText::Utf32(DType::Unicode { chars, endian }) => Layout::Utf32 {
                 width: chars * 4,
@@ -64,7 +98,7 @@ impl TextExtreme {
             RawText::Utf8 => Layout::Utf8,
         };
         let null_value = match (&col.null_text, layout) {
-            (None, _) => None,
+            (None, _) | (_, Layout::Dictionary) => None,
             (Some(t), Layout::Utf8) => Some(t.as_bytes().to_vec()),
             (Some(t), Layout::Utf32 { .. }) if t.contains('\u{FFFD}') => return None,
             // No record converts to a text ending in NUL or longer than the records.
@@ -89,11 +123,7 @@ impl TextExtreme {
         };
         Some(TextExtreme {
             layout,
-            way: if max {
-                Ordering::Greater
-            } else {
-                Ordering::Less
-            },
+            way,
             null_value,
             best: None,
             what: col.what.clone(),
@@ -130,7 +160,7 @@ impl TextExtreme {
                 }
                 let data = &records.value_data()[..n * width];
                 best_record(data, width, big, self.best.as_deref(), way, counts)
-                    .map(|i| &data[i * width..][..width])
+                    .map(|i| data[i * width..][..width].to_vec())
             }
             Layout::Utf8 => {
                 let items = col.as_binary_opt::<i64>().ok_or_else(wrong)?;
@@ -148,11 +178,33 @@ impl TextExtreme {
                         (best, found) = (Some(v), Some(v));
                     }
                 }
-                found
+                found.map(<[u8]>::to_vec)
+            }
+            Layout::Dictionary => {
+                let dict = col.as_dictionary_opt::<Int32Type>().ok_or_else(wrong)?;
+                let seen = used_codes(dict).ok_or_else(wrong)?;
+                let best = self.best.as_deref();
+                let values = dict.values();
+                let used = seen.iter().enumerate().filter(|(_, s)| **s).map(|(i, _)| i);
+                match values.data_type() {
+                    DataType::Utf8 => {
+                        let v = values.as_string::<i32>();
+                        best_text(used.map(|i| v.is_valid(i).then(|| v.value(i))), best, way)
+                    }
+                    DataType::LargeUtf8 => {
+                        let v = values.as_string::<i64>();
+                        best_text(used.map(|i| v.is_valid(i).then(|| v.value(i))), best, way)
+                    }
+                    DataType::Utf8View => {
+                        let v = values.as_string_view();
+                        best_text(used.map(|i| v.is_valid(i).then(|| v.value(i))), best, way)
+                    }
+                    _ => return Err(wrong()),
+                }
             }
         };
-        if let Some(v) = found {
-            self.best = Some(v.to_vec());
+        if found.is_some() {
+            self.best = found;
         }
         Ok(())
     }
@@ -170,11 +222,43 @@ impl TextExtreme {
                 // `push_utf32` writes UTF-8 (an invalid unit as U+FFFD's).
                 String::from_utf8_lossy(&out).into_owned()
             }
-            // Checked when folded.
-            Layout::Utf8 => String::from_utf8_lossy(v).into_owned(),
+            // Checked when folded, or taken from a string array.
+            Layout::Utf8 | Layout::Dictionary => String::from_utf8_lossy(v).into_owned(),
         });
         ScalarValue::Utf8(text).cast_to(t)?.to_array()
     }
+}
+
+/// The bytes of the text of `texts` (nulls left out) furthest in direction `way`, when
+/// it goes beyond `so_far`.
+fn best_text<'a>(
+    texts: impl Iterator<Item = Option<&'a str>>,
+    so_far: Option<&[u8]>,
+    way: Ordering,
+) -> Option<Vec<u8>> {
+    let mut found: Option<&[u8]> = None;
+    for v in texts.flatten().map(str::as_bytes) {
+        if found.or(so_far).is_none_or(|b| v.cmp(b) == way) {
+            found = Some(v);
+        }
+    }
+    found.map(<[u8]>::to_vec)
+}
+
+/// Which values of `dict`'s dictionary its non-null codes name; `None` for a code
+/// outside the dictionary (the scan makes none).
+fn used_codes(dict: &DictionaryArray<Int32Type>) -> Option<Vec<bool>> {
+    let mut seen = vec![false; dict.values().len()];
+    let keys = dict.keys();
+    let mut mark = |k: i32| -> Option<()> {
+        *seen.get_mut(usize::try_from(k).ok()?)? = true;
+        Some(())
+    };
+    match keys.nulls().filter(|n| n.null_count() > 0) {
+        Some(n) => n.valid_indices().try_for_each(|i| mark(keys.value(i)))?,
+        None => keys.values().iter().try_for_each(|&k| mark(k))?,
+    }
+    Some(seen)
 }
 
 /// Whether the items at `offsets` of `data` are each UTF-8: the bytes they span are, and
@@ -348,7 +432,8 @@ mod tests {
                         (!null).then_some(v)
                     })
                     .collect();
-                let mut folds = [false, true].map(|max| TextExtreme::new(&col, max).expect("U<3>"));
+                let mut folds = [false, true]
+                    .map(|max| TextExtreme::new(&TextSource::Raw(col.clone()), max).expect("U<3>"));
                 let arr: ArrayRef = Arc::new(records);
                 // In pieces, as the node folds cache-sized slices.
                 let mut at = 0;
@@ -383,17 +468,23 @@ mod tests {
             null_text: Some(t.into()),
             what: "test".into(),
         };
-        assert!(TextExtreme::new(&col("a\u{FFFD}"), false).is_none());
+        assert!(TextExtreme::new(&TextSource::Raw(col("a\u{FFFD}")), false).is_none());
         assert_eq!(
-            TextExtreme::new(&col("abc"), false).unwrap().null_value,
+            TextExtreme::new(&TextSource::Raw(col("abc")), false)
+                .unwrap()
+                .null_value,
             None
         );
         assert_eq!(
-            TextExtreme::new(&col("a\0"), false).unwrap().null_value,
+            TextExtreme::new(&TextSource::Raw(col("a\0")), false)
+                .unwrap()
+                .null_value,
             None
         );
         assert_eq!(
-            TextExtreme::new(&col("a"), false).unwrap().null_value,
+            TextExtreme::new(&TextSource::Raw(col("a")), false)
+                .unwrap()
+                .null_value,
             Some(vec![0x61, 0, 0, 0, 0, 0, 0, 0])
         );
     }
@@ -442,7 +533,8 @@ mod tests {
                 .iter()
                 .map(|v| v.filter(|v| sentinel.as_deref() != Some(*v)))
                 .collect();
-            let mut folds = [false, true].map(|max| TextExtreme::new(&col, max).expect("items"));
+            let mut folds = [false, true]
+                .map(|max| TextExtreme::new(&TextSource::Raw(col.clone()), max).expect("items"));
             let mut at = 0;
             while at < n {
                 let len = (1 + next(15)).min(n - at);
@@ -474,9 +566,65 @@ mod tests {
             vec![b"\xA9"],
         ] {
             let items: ArrayRef = Arc::new(LargeBinaryArray::from_iter_values(bad.iter().copied()));
-            let mut fold = TextExtreme::new(&col, true).expect("items");
+            let mut fold = TextExtreme::new(&TextSource::Raw(col.clone()), true).expect("items");
             let e = fold.add(&items).unwrap_err().to_string();
             assert!(e.contains("column \"s\": an item is not UTF-8"), "{e}");
+        }
+    }
+
+    /// Dictionary arrays (codes with nulls, a null value, values as `Utf8`, `LargeUtf8`
+    /// and `Utf8View`), in pieces: the fold's min and max are Arrow's
+    /// `min_string`/`max_string` of the arrays cast to text.
+    #[test]
+    fn dictionary_extremes_are_those_of_the_values_named() {
+        use arrow::array::{Int32Array, LargeStringArray, StringViewArray};
+        let words = [
+            Some("b"),
+            Some("ab"),
+            None,
+            Some("日本"),
+            Some(""),
+            Some("zz"),
+            Some("é"),
+        ];
+        let mut x = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = |m: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        };
+        for round in 0..30 {
+            let values: ArrayRef = match round % 3 {
+                0 => Arc::new(StringArray::from(words.to_vec())),
+                1 => Arc::new(LargeStringArray::from(words.to_vec())),
+                _ => Arc::new(StringViewArray::from(words.to_vec())),
+            };
+            let n = 1 + next(30);
+            let keys: Int32Array = (0..n)
+                .map(|_| (next(5) > 0).then(|| next(words.len()) as i32))
+                .collect();
+            let dict: ArrayRef = Arc::new(DictionaryArray::new(keys, values));
+            let cast = arrow::compute::cast(&dict, &DataType::Utf8).unwrap();
+            let mut folds =
+                [false, true].map(|max| TextExtreme::new(&TextSource::Dictionary, max).unwrap());
+            let mut at = 0;
+            while at < n {
+                let len = (1 + next(8)).min(n - at);
+                for f in &mut folds {
+                    f.add(&dict.slice(at, len)).unwrap();
+                }
+                at += len;
+            }
+            let got = |max: bool| {
+                let a = folds[max as usize].result(&DataType::Utf8).unwrap();
+                let s = a.as_string::<i32>();
+                s.is_valid(0).then(|| s.value(0).to_string())
+            };
+            let want_min = arrow::compute::min_string(cast.as_string::<i32>()).map(String::from);
+            let want_max = arrow::compute::max_string(cast.as_string::<i32>()).map(String::from);
+            assert_eq!(got(false), want_min, "min, round {round}");
+            assert_eq!(got(true), want_max, "max, round {round}");
         }
     }
 }
