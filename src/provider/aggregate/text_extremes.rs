@@ -358,23 +358,59 @@ mod tests {
     use arrow::datatypes::DataType;
     use std::sync::Arc;
 
+    /// Random draws below a bound (xorshift), from `x`.
+    fn draws(mut x: u64) -> impl FnMut(usize) -> usize {
+        move |m| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        }
+    }
+
+    /// Folds `col` into a `min` and a `max` of `source` in pieces of random lengths
+    /// (as the node folds cache-sized slices), each result in type `t`, and checks them
+    /// against Arrow's `min_string`/`max_string` of `want` (the strings the scan gives,
+    /// null where a row is).
+    fn check_folds(
+        source: &TextSource,
+        col: &ArrayRef,
+        want: &StringArray,
+        t: &DataType,
+        next: &mut impl FnMut(usize) -> usize,
+        what: &str,
+    ) {
+        let mut folds = [false, true].map(|max| TextExtreme::new(source, max).expect(what));
+        let n = col.len();
+        let mut at = 0;
+        while at < n {
+            let len = (1 + next(20)).min(n - at);
+            for f in &mut folds {
+                f.add(&col.slice(at, len)).unwrap();
+            }
+            at += len;
+        }
+        let wanted = [
+            arrow::compute::min_string(want),
+            arrow::compute::max_string(want),
+        ];
+        for (f, want) in folds.iter().zip(wanted) {
+            let got = arrow::compute::cast(&f.result(t).unwrap(), &DataType::Utf8).unwrap();
+            let got = got.as_string::<i32>();
+            assert_eq!(got.is_valid(0).then(|| got.value(0)), want, "{what}");
+        }
+    }
+
     /// Random records of 3 units (ASCII letters, NULs, U+6100, astral, surrogate and
     /// out-of-range units), both byte orders, in pieces, with a mask and a sentinel (the
-    /// greatest text or the least, in many rows): the
-    /// fold's min and max are Arrow's `min_string`/`max_string` of the converted strings
-    /// with those rows null.
+    /// greatest text or the least, in many rows): the fold's min and max are Arrow's
+    /// `min_string`/`max_string` of the converted strings with those rows null.
     #[test]
     fn extremes_are_those_of_the_converted_strings() {
         let units = [
             0u32, 0x61, 0x62, 0x7A, 0x6100, 0x1F600, 0xD800, 0x110000, 0xFFFD,
         ];
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |m: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % m as u64) as usize
-        };
+        let mut next = draws(0x9E37_79B9_7F4A_7C15);
         for big in [false, true] {
             for round in 0..40 {
                 let n = 1 + next(60);
@@ -432,27 +468,17 @@ mod tests {
                         (!null).then_some(v)
                     })
                     .collect();
-                let mut folds = [false, true]
-                    .map(|max| TextExtreme::new(&TextSource::Raw(col.clone()), max).expect("U<3>"));
-                let arr: ArrayRef = Arc::new(records);
-                // In pieces, as the node folds cache-sized slices.
-                let mut at = 0;
-                while at < n {
-                    let len = (1 + next(20)).min(n - at);
-                    for f in &mut folds {
-                        f.add(&arr.slice(at, len)).unwrap();
-                    }
-                    at += len;
-                }
-                let got = |max: bool| {
-                    let a = folds[max as usize].result(&DataType::Utf8).unwrap();
-                    let s = a.as_string::<i32>();
-                    s.is_valid(0).then(|| s.value(0).to_string())
-                };
-                let want_min = arrow::compute::min_string(&masked).map(String::from);
-                let want_max = arrow::compute::max_string(&masked).map(String::from);
-                assert_eq!(got(false), want_min, "min, round {round}, big {big}");
-                assert_eq!(got(true), want_max, "max, round {round}, big {big}");
+                let source = TextSource::Raw(col);
+                let records: ArrayRef = Arc::new(records);
+                let what = format!("round {round}, big {big}");
+                check_folds(
+                    &source,
+                    &records,
+                    &masked,
+                    &DataType::Utf8,
+                    &mut next,
+                    &what,
+                );
             }
         }
     }
@@ -508,13 +534,7 @@ mod tests {
             "b\u{FFFD}",
             "zz",
         ];
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |m: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % m as u64) as usize
-        };
+        let mut next = draws(0x2545_F491_4F6C_DD1D);
         for round in 0..60 {
             let n = 1 + next(40);
             let values: Vec<Option<&str>> = (0..n)
@@ -533,25 +553,9 @@ mod tests {
                 .iter()
                 .map(|v| v.filter(|v| sentinel.as_deref() != Some(*v)))
                 .collect();
-            let mut folds = [false, true]
-                .map(|max| TextExtreme::new(&TextSource::Raw(col.clone()), max).expect("items"));
-            let mut at = 0;
-            while at < n {
-                let len = (1 + next(15)).min(n - at);
-                for f in &mut folds {
-                    f.add(&items.slice(at, len)).unwrap();
-                }
-                at += len;
-            }
-            let got = |max: bool| {
-                let a = folds[max as usize].result(&DataType::Utf8View).unwrap();
-                let s = a.as_string_view();
-                s.is_valid(0).then(|| s.value(0).to_string())
-            };
-            let want_min = arrow::compute::min_string(&masked).map(String::from);
-            let want_max = arrow::compute::max_string(&masked).map(String::from);
-            assert_eq!(got(false), want_min, "min, round {round}");
-            assert_eq!(got(true), want_max, "max, round {round}");
+            let what = format!("round {round}");
+            let t = DataType::Utf8View;
+            check_folds(&TextSource::Raw(col), &items, &masked, &t, &mut next, &what);
         }
         let col = RawTextColumn {
             raw: RawText::Utf8,
@@ -572,8 +576,8 @@ mod tests {
         }
     }
 
-    /// Dictionary arrays (codes with nulls, a null value, values as `Utf8`, `LargeUtf8`
-    /// and `Utf8View`), in pieces: the fold's min and max are Arrow's
+    /// Dictionary arrays (codes with nulls, whose codes name the least and greatest
+    /// values; a null value; values as `Utf8`, `LargeUtf8` and `Utf8View`), in pieces: the fold's min and max are Arrow's
     /// `min_string`/`max_string` of the arrays cast to text.
     #[test]
     fn dictionary_extremes_are_those_of_the_values_named() {
@@ -586,14 +590,11 @@ mod tests {
             Some(""),
             Some("zz"),
             Some("é"),
+            // Named only by the codes under nulls: the least and the greatest.
+            Some("\0"),
+            Some("\u{10FFFF}"),
         ];
-        let mut x = 0x1234_5678_9ABC_DEF1u64;
-        let mut next = |m: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % m as u64) as usize
-        };
+        let mut next = draws(0x1234_5678_9ABC_DEF1);
         for round in 0..30 {
             let values: ArrayRef = match round % 3 {
                 0 => Arc::new(StringArray::from(words.to_vec())),
@@ -601,30 +602,15 @@ mod tests {
                 _ => Arc::new(StringViewArray::from(words.to_vec())),
             };
             let n = 1 + next(30);
-            let keys: Int32Array = (0..n)
-                .map(|_| (next(5) > 0).then(|| next(words.len()) as i32))
-                .collect();
+            let codes: Vec<i32> = (0..n).map(|_| next(words.len()) as i32).collect();
+            let valid: Vec<bool> = (0..n).map(|i| codes[i] < 7 && next(5) > 0).collect();
+            let keys = Int32Array::new(codes.into(), Some(NullBuffer::from(valid)));
             let dict: ArrayRef = Arc::new(DictionaryArray::new(keys, values));
             let cast = arrow::compute::cast(&dict, &DataType::Utf8).unwrap();
-            let mut folds =
-                [false, true].map(|max| TextExtreme::new(&TextSource::Dictionary, max).unwrap());
-            let mut at = 0;
-            while at < n {
-                let len = (1 + next(8)).min(n - at);
-                for f in &mut folds {
-                    f.add(&dict.slice(at, len)).unwrap();
-                }
-                at += len;
-            }
-            let got = |max: bool| {
-                let a = folds[max as usize].result(&DataType::Utf8).unwrap();
-                let s = a.as_string::<i32>();
-                s.is_valid(0).then(|| s.value(0).to_string())
-            };
-            let want_min = arrow::compute::min_string(cast.as_string::<i32>()).map(String::from);
-            let want_max = arrow::compute::max_string(cast.as_string::<i32>()).map(String::from);
-            assert_eq!(got(false), want_min, "min, round {round}");
-            assert_eq!(got(true), want_max, "max, round {round}");
+            let want = cast.as_string::<i32>();
+            let what = format!("round {round}");
+            let t = DataType::Utf8;
+            check_folds(&TextSource::Dictionary, &dict, want, &t, &mut next, &what);
         }
     }
 }
