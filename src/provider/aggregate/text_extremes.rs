@@ -1,9 +1,9 @@
 //! `min`/`max` of a table's text column folded over its stored values
 //! (`Blosc2Exec::with_raw_records`): each `U<n>` record (UTF-32) or `utf8` / `vlstring`
 //! item (UTF-8) is compared with the least (`min`) or greatest (`max`) so far as the
-//! text it converts to, and only the winner is converted at the end. The usual plan converted every
-//! record, or checked every item and built a string array, for DataFusion's `min`/`max`:
-//! about twice the column's decode for a `<U12` column.
+//! text it converts to, and only the winner is converted at the end. The usual plan
+//! converted every record, or checked every item and built a string array, for
+//! DataFusion's `min`/`max`: about twice the column's decode for a `<U12` column.
 //!
 //! Items are compared as their bytes (UTF-8's order is the order of code points); each
 //! batch's items are first checked to be UTF-8, as converting them would. A dictionary
@@ -14,9 +14,9 @@
 //! The order is DataFusion's order of the converted strings (their UTF-8 bytes, which is
 //! the order of their code points). A record compares as its units in turn, each taken as
 //! the character it converts to (`crate::arrow_reader::utf32`: an invalid unit becomes
-//! U+FFFD), its NUL padding as NUL units. Trailing NULs are no part of a
-//! converted string, and a NUL unit is less than any other, so a string that is a prefix
-//! of another compares less either way. Rows that are null (by the column's mask, or
+//! U+FFFD), its NUL padding as NUL units. Trailing NULs are no part of a converted
+//! string, and a NUL unit is less than any other, so a string that is a prefix of another
+//! compares less either way. Rows that are null (by the column's mask, or
 //! whose text is its sentinel) are left out, as DataFusion leaves out nulls.
 
 use crate::array::dtype::{DType, Endian};
