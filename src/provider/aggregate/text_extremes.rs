@@ -170,15 +170,14 @@ impl TextExtreme {
                         self.what
                     ))
                 })?;
-                let mut best = self.best.as_deref();
-                let mut found = None;
-                for (i, v) in items.iter().enumerate() {
-                    let Some(v) = v else { continue };
-                    if best.is_none_or(|b| v.cmp(b) == way) && counts(i, v) {
-                        (best, found) = (Some(v), Some(v));
-                    }
-                }
-                found.map(<[u8]>::to_vec)
+                best_item(
+                    items.value_offsets(),
+                    items.values(),
+                    self.best.as_deref(),
+                    way,
+                    counts,
+                )
+                .map(<[u8]>::to_vec)
             }
             Layout::Dictionary => {
                 let dict = col.as_dictionary_opt::<Int32Type>().ok_or_else(wrong)?;
@@ -227,6 +226,40 @@ impl TextExtreme {
         });
         ScalarValue::Utf8(text).cast_to(t)?.to_array()
     }
+}
+
+/// The item (at `offsets` of `data`) furthest in direction `way` among those `counts`
+/// admits (its index and bytes), when it goes beyond `so_far`; `None` when none does.
+/// Items are compared as bytes, the first byte first (a null item's bytes are compared
+/// too, and `counts` turns it away).
+fn best_item<'a>(
+    offsets: &[i64],
+    data: &'a [u8],
+    so_far: Option<&'a [u8]>,
+    way: Ordering,
+    counts: impl Fn(usize, &[u8]) -> bool,
+) -> Option<&'a [u8]> {
+    let mut found = None;
+    let mut current = so_far;
+    // The current best's first byte (`None` for the empty item, which is least): most
+    // items are decided by it.
+    let mut first = current.map(|b| b.first().copied());
+    for (i, w) in offsets.windows(2).enumerate() {
+        let v = &data[w[0] as usize..w[1] as usize];
+        let c = v.first().copied();
+        if let Some(f) = first {
+            if c.cmp(&f) == way.reverse() {
+                continue;
+            }
+            if c == f && v.cmp(current.expect("a first byte")) != way {
+                continue;
+            }
+        }
+        if counts(i, v) {
+            (found, current, first) = (Some(v), Some(v), Some(c));
+        }
+    }
+    found
 }
 
 /// The bytes of the text of `texts` (nulls left out) furthest in direction `way`, when
