@@ -72,9 +72,9 @@ impl TextMatch {
         }
     }
 
-    /// The values that equal, start with or hold one of `texts` as `how` says: the records of a `U<n>` column
-    /// when `records` gives its `n` and byte order (big-endian units when `true`), else
-    /// variable-length text items ([`TextMatch::items`]). When `any_case` (`ILIKE`), the
+    /// The values that equal, start with or hold one of `texts` as `how` says: the
+    /// records of a `U<n>` column when `records` gives its `n` and byte order (big-endian
+    /// units when `true`), else variable-length text items ([`TextMatch::items`]). When `any_case` (`ILIKE`), the
     /// texts must be ASCII and `how` not [`Matching::Equal`]: a value's ASCII letters
     /// are compared with them in either case, and a value that is not all ASCII passes
     /// (Arrow's `ILIKE` folds case by Unicode's rules). `None` when the texts cannot be
@@ -103,14 +103,8 @@ impl TextMatch {
     /// equal one of `texts`; `None` when a text cannot be told apart on the records
     /// (it holds U+FFFD).
     fn new(texts: &[String], chars: usize, big: bool) -> Option<Self> {
-        let size = chars * 4;
-        // A text ending in NUL is no converted value. (Distinct texts that do not end in
-        // NUL stay distinct once padded.)
-        let mut needles = units(texts, chars, big, |t| !t.ends_with('\0'))?;
-        for rec in &mut needles {
-            rec.resize(size, 0);
-        }
-        Some(TextMatch::plain(size, needles, Matching::Equal))
+        let needles = equal_records(texts, chars, big)?;
+        Some(TextMatch::plain(chars * 4, needles, Matching::Equal))
     }
 
     /// The records of a `U<chars>` column whose strings start with one of `prefixes`
@@ -373,6 +367,19 @@ fn any_case_passes(how: Matching, needles: &[Vec<u8>], value: &[u8]) -> bool {
             .is_some_and(|v| v.eq_ignore_ascii_case(x)),
         _ => x.is_empty() || value.windows(x.len()).any(|w| w.eq_ignore_ascii_case(x)),
     })
+}
+
+/// The `U<chars>` records (big-endian units when `big`) whose strings are `texts`,
+/// without repeats, leaving out the texts no record converts to (one ending in NUL, one
+/// longer than `chars`); `None` when a text holds U+FFFD, which records with invalid
+/// units also convert to.
+pub(crate) fn equal_records(texts: &[String], chars: usize, big: bool) -> Option<Vec<Vec<u8>>> {
+    // Distinct texts that do not end in NUL stay distinct once padded.
+    let mut records = units(texts, chars, big, |t| !t.ends_with('\0'))?;
+    for rec in &mut records {
+        rec.resize(chars * 4, 0);
+    }
+    Some(records)
 }
 
 /// The code units (big-endian when `big`) of each of `texts` that `usable` accepts and a

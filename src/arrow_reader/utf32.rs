@@ -153,6 +153,25 @@ fn push_windowed<const W: usize, const BIG: bool>(chars: usize) -> impl FnMut(&[
     }
 }
 
+/// The character (code point) that the code unit in the 4 bytes `c` (big-endian when
+/// `big`) converts to: the unit when it is a Unicode scalar value, else U+FFFD.
+#[inline(always)]
+pub fn character_of(c: &[u8], big: bool) -> u32 {
+    let u = if big {
+        unit::<true>(c)
+    } else {
+        unit::<false>(c)
+    };
+    character(u)
+}
+
+/// The character code unit `u` converts to: itself when it is a Unicode scalar value,
+/// else U+FFFD.
+#[inline(always)]
+fn character(u: u32) -> u32 {
+    char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER) as u32
+}
+
 /// The code unit in the 4 bytes `c`.
 #[inline(always)]
 fn unit<const BIG: bool>(c: &[u8]) -> u32 {
@@ -202,7 +221,7 @@ fn push_value<const BIG: bool>(rec: &[u8], out: &mut Vec<u8>) {
 /// from a `String` per value's 33 to 49 ns per 12-character value.)
 #[inline(always)]
 fn push_utf8(out: &mut Vec<u8>, u: u32) {
-    let u = char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER) as u32;
+    let u = character(u);
     if u < 0x80 {
         out.push(u as u8);
     } else if u < 0x800 {

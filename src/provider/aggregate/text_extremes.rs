@@ -21,7 +21,8 @@
 
 use crate::array::dtype::{DType, Endian};
 use crate::arrow_reader::reader::RawText;
-use crate::arrow_reader::utf32::push_utf32;
+use crate::arrow_reader::text_match::equal_records;
+use crate::arrow_reader::utf32::{character_of, push_utf32};
 use crate::provider::exec::RawTextColumn;
 use arrow::array::{Array, ArrayRef, AsArray, DictionaryArray};
 use arrow::datatypes::{DataType, Int32Type};
@@ -100,25 +101,9 @@ impl TextExtreme {
         let null_value = match (&col.null_text, layout) {
             (None, _) | (_, Layout::Dictionary) => None,
             (Some(t), Layout::Utf8) => Some(t.as_bytes().to_vec()),
-            (Some(t), Layout::Utf32 { .. }) if t.contains('\u{FFFD}') => return None,
-            // No record converts to a text ending in NUL or longer than the records.
-            (Some(t), Layout::Utf32 { width, .. })
-                if t.ends_with('\0') || t.chars().count() > width / 4 =>
-            {
-                None
-            }
+            // The record that converts to it, if one does.
             (Some(t), Layout::Utf32 { width, big }) => {
-                let mut rec = Vec::with_capacity(width);
-                for c in t.chars() {
-                    let u = c as u32;
-                    rec.extend_from_slice(&if big {
-                        u.to_be_bytes()
-                    } else {
-                        u.to_le_bytes()
-                    });
-                }
-                rec.resize(width, 0);
-                Some(rec)
+                equal_records(std::slice::from_ref(t), width / 4, big)?.pop()
             }
         };
         Some(TextExtreme {
@@ -159,8 +144,10 @@ impl TextExtreme {
                     return Ok(());
                 }
                 let data = &records.value_data()[..n * width];
-                best_record(data, width, big, self.best.as_deref(), way, counts)
-                    .map(|i| data[i * width..][..width].to_vec())
+                let records = data.chunks_exact(width).enumerate();
+                let first = |r: &[u8]| character_of(&r[..4], big);
+                let order = |a: &[u8], b: &[u8]| compare(a, b, big);
+                best(records, self.best.as_deref(), way, first, order, counts).map(<[u8]>::to_vec)
             }
             Layout::Utf8 => {
                 let items = col.as_binary_opt::<i64>().ok_or_else(wrong)?;
@@ -170,33 +157,32 @@ impl TextExtreme {
                         self.what
                     ))
                 })?;
-                best_item(
-                    items.value_offsets(),
-                    items.values(),
-                    self.best.as_deref(),
-                    way,
-                    counts,
-                )
-                .map(<[u8]>::to_vec)
+                let offsets = items.value_offsets();
+                let data = items.values();
+                let items = (offsets.windows(2).enumerate())
+                    .map(|(i, w)| (i, &data[w[0] as usize..w[1] as usize]));
+                let first = |v: &[u8]| v.first().copied();
+                best(items, self.best.as_deref(), way, first, <[u8]>::cmp, counts)
+                    .map(<[u8]>::to_vec)
             }
             Layout::Dictionary => {
                 let dict = col.as_dictionary_opt::<Int32Type>().ok_or_else(wrong)?;
                 let seen = used_codes(dict).ok_or_else(wrong)?;
-                let best = self.best.as_deref();
+                let so_far = self.best.as_deref();
                 let values = dict.values();
                 let used = seen.iter().enumerate().filter(|(_, s)| **s).map(|(i, _)| i);
                 match values.data_type() {
                     DataType::Utf8 => {
                         let v = values.as_string::<i32>();
-                        best_text(used.map(|i| v.is_valid(i).then(|| v.value(i))), best, way)
+                        best_text(used.map(|i| v.is_valid(i).then(|| v.value(i))), so_far, way)
                     }
                     DataType::LargeUtf8 => {
                         let v = values.as_string::<i64>();
-                        best_text(used.map(|i| v.is_valid(i).then(|| v.value(i))), best, way)
+                        best_text(used.map(|i| v.is_valid(i).then(|| v.value(i))), so_far, way)
                     }
                     DataType::Utf8View => {
                         let v = values.as_string_view();
-                        best_text(used.map(|i| v.is_valid(i).then(|| v.value(i))), best, way)
+                        best_text(used.map(|i| v.is_valid(i).then(|| v.value(i))), so_far, way)
                     }
                     _ => return Err(wrong()),
                 }
@@ -228,35 +214,33 @@ impl TextExtreme {
     }
 }
 
-/// The item (at `offsets` of `data`) furthest in direction `way` among those `counts`
-/// admits (its index and bytes), when it goes beyond `so_far`; `None` when none does.
-/// Items are compared as bytes, the first byte first (a null item's bytes are compared
-/// too, and `counts` turns it away).
-fn best_item<'a>(
-    offsets: &[i64],
-    data: &'a [u8],
+/// The value of `values` (row index and stored bytes) furthest in direction `way`
+/// (`Less`: least) among those `counts` admits, when it goes beyond `so_far`; `None`
+/// when none does. Values are ordered by `order`, and `first` (a key of their start
+/// that `order` agrees with) is compared first: most values are decided by it. Ties
+/// keep the earlier value. `counts` runs only on a value that would win, so a null's
+/// bytes are compared too and it turns them away.
+fn best<'a, K: Ord + Copy>(
+    values: impl Iterator<Item = (usize, &'a [u8])>,
     so_far: Option<&'a [u8]>,
     way: Ordering,
+    first: impl Fn(&[u8]) -> K,
+    order: impl Fn(&[u8], &[u8]) -> Ordering,
     counts: impl Fn(usize, &[u8]) -> bool,
 ) -> Option<&'a [u8]> {
     let mut found = None;
-    let mut current = so_far;
-    // The current best's first byte (`None` for the empty item, which is least): most
-    // items are decided by it.
-    let mut first = current.map(|b| b.first().copied());
-    for (i, w) in offsets.windows(2).enumerate() {
-        let v = &data[w[0] as usize..w[1] as usize];
-        let c = v.first().copied();
-        if let Some(f) = first {
-            if c.cmp(&f) == way.reverse() {
-                continue;
-            }
-            if c == f && v.cmp(current.expect("a first byte")) != way {
-                continue;
+    let mut current = so_far.map(|b| (b, first(b)));
+    for (i, v) in values {
+        let k = first(v);
+        if let Some((b, f)) = current {
+            match k.cmp(&f) {
+                o if o == way.reverse() => continue,
+                Ordering::Equal if order(v, b) != way => continue,
+                _ => {}
             }
         }
         if counts(i, v) {
-            (found, current, first) = (Some(v), Some(v), Some(c));
+            (found, current) = (Some(v), Some((v, k)));
         }
     }
     found
@@ -266,16 +250,12 @@ fn best_item<'a>(
 /// it goes beyond `so_far`.
 fn best_text<'a>(
     texts: impl Iterator<Item = Option<&'a str>>,
-    so_far: Option<&[u8]>,
+    so_far: Option<&'a [u8]>,
     way: Ordering,
 ) -> Option<Vec<u8>> {
-    let mut found: Option<&[u8]> = None;
-    for v in texts.flatten().map(str::as_bytes) {
-        if found.or(so_far).is_none_or(|b| v.cmp(b) == way) {
-            found = Some(v);
-        }
-    }
-    found.map(<[u8]>::to_vec)
+    let texts = texts.flatten().map(str::as_bytes).enumerate();
+    let first = |v: &[u8]| v.first().copied();
+    best(texts, so_far, way, first, <[u8]>::cmp, |_, _| true).map(<[u8]>::to_vec)
 }
 
 /// Which values of `dict`'s dictionary its non-null codes name; `None` for a code
@@ -317,70 +297,11 @@ fn check_utf8(offsets: &[i64], data: &[u8]) -> std::result::Result<(), usize> {
     }
 }
 
-/// The character unit `u` converts to: itself when it is a Unicode scalar value, else
-/// U+FFFD.
-#[inline(always)]
-fn character(u: u32) -> u32 {
-    if u < 0xD800 || (0xE000..=0x10FFFF).contains(&u) {
-        u
-    } else {
-        0xFFFD
-    }
-}
-
-/// Unit `i` of a record.
-#[inline(always)]
-fn unit(rec: &[u8], i: usize, big: bool) -> u32 {
-    let b: [u8; 4] = rec[i * 4..i * 4 + 4].try_into().expect("4 bytes");
-    if big {
-        u32::from_be_bytes(b)
-    } else {
-        u32::from_le_bytes(b)
-    }
-}
-
-/// Records `a` and `b` (of one width) compared as the texts they convert to.
+/// Records `a` and `b` (of one width, big-endian units when `big`) compared as the
+/// texts they convert to.
 fn compare(a: &[u8], b: &[u8], big: bool) -> Ordering {
-    (0..a.len() / 4)
-        .map(|i| character(unit(a, i, big)).cmp(&character(unit(b, i, big))))
-        .find(|o| o.is_ne())
-        .unwrap_or(Ordering::Equal)
-}
-
-/// The index of the record of `data` (records of `width` bytes) that is furthest in
-/// direction `way` (`Less`: least) among those `counts` admits, when it goes beyond
-/// `so_far`; `None` when none does. Ties keep the earlier record (they convert to equal
-/// texts).
-fn best_record(
-    data: &[u8],
-    width: usize,
-    big: bool,
-    so_far: Option<&[u8]>,
-    way: Ordering,
-    counts: impl Fn(usize, &[u8]) -> bool,
-) -> Option<usize> {
-    let mut found: Option<usize> = None;
-    let mut current = so_far;
-    // The current best's first character, compared before anything else: most records
-    // are decided by it.
-    let mut first = current.map(|r| character(unit(r, 0, big)));
-    for (i, rec) in data.chunks_exact(width).enumerate() {
-        let c = character(unit(rec, 0, big));
-        if let Some(f) = first {
-            if c.cmp(&f) == way.reverse() {
-                continue;
-            }
-            if c == f && compare(rec, current.expect("a first char"), big) != way {
-                continue;
-            }
-        }
-        if counts(i, rec) {
-            found = Some(i);
-            current = Some(rec);
-            first = Some(c);
-        }
-    }
-    found
+    let chars = |r| <[u8]>::chunks_exact(r, 4).map(move |c| character_of(c, big));
+    chars(a).cmp(chars(b))
 }
 
 #[cfg(test)]
