@@ -503,6 +503,7 @@ mod tests {
             sum_type,
             value_type: None,
             text: None,
+            argument: None,
             name: String::new(),
         }
     }

@@ -14,6 +14,16 @@ use arrow::datatypes::{
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
+/// Whether the values of a key of type `t` are numbered here: integers, and timestamps,
+/// dates and 64-bit times as the integers they hold (their key column is cast back).
+pub fn supported(t: &DataType) -> bool {
+    t.is_integer()
+        || matches!(
+            t,
+            DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 | DataType::Time64(_)
+        )
+}
+
 /// Values below this (and not negative) are looked up by index: 16 MiB of table at most.
 const DENSE_INTS: u64 = 1 << 22;
 
@@ -26,6 +36,9 @@ pub struct IntGroups {
     other: HashMap<i64, u64, SeededInts>,
     /// The value of groups `1..`.
     values: Vec<i64>,
+    /// The last value looked up in `other`, and its group (0: none yet): keys that come
+    /// in runs (`date_trunc('day', t)` over rows in time order) skip the hash map.
+    last: (i64, i64),
 }
 
 impl IntGroups {
@@ -35,11 +48,19 @@ impl IntGroups {
     }
 
     /// Replaces `out` with the group of each row of `col`, adding the groups of values
-    /// not seen before; `None` when `col` is not of an integer type. A `uint64` value is
-    /// kept as the `i64` of its bits (the same value then gets the same group).
+    /// not seen before; `None` when `col` is not of a type [`supported`] takes. A `uint64`
+    /// value is kept as the `i64` of its bits (the same value then gets the same group).
     pub fn map(&mut self, col: &ArrayRef, out: &mut Vec<i64>) -> Option<()> {
         out.clear();
         out.reserve(col.len());
+        // Temporal values are numbered as the integers they hold.
+        let col = &match col.data_type() {
+            DataType::Timestamp(..) | DataType::Date64 | DataType::Time64(_) => {
+                arrow::compute::cast(col, &DataType::Int64).ok()?
+            }
+            DataType::Date32 => arrow::compute::cast(col, &DataType::Int32).ok()?,
+            _ => std::sync::Arc::clone(col),
+        };
         macro_rules! of_type {
             ($($t:ty),*) => {$(
                 if let Some(a) = col.as_primitive_opt::<$t>() {
@@ -79,7 +100,12 @@ impl IntGroups {
             .and_then(|i| self.dense.get(i))
         {
             Some(&g) if g != 0 => i64::from(g),
-            _ => self.other_or_new(v),
+            _ if self.last.1 != 0 && self.last.0 == v => self.last.1,
+            _ => {
+                let g = self.other_or_new(v);
+                self.last = (v, g);
+                g
+            }
         }
     }
 
@@ -251,5 +277,58 @@ mod tests {
             Some(1 << 63),
         ];
         assert_eq!(keys.iter().collect::<Vec<_>>(), want);
+    }
+
+    /// Timestamps (large values, looked up in the hash map) in runs, a run broken by a
+    /// small value and by a null, a value coming back after others, and dates: each
+    /// distinct value one group wherever it comes, and the values back in their type.
+    #[test]
+    fn temporal_values_in_runs() {
+        use arrow::array::{Date32Array, TimestampMillisecondArray};
+        let day = 86_400_000i64;
+        let t = |d: i64| Some(1_700_000_000_000 + d * day);
+        let values = vec![
+            t(0),
+            t(0),
+            Some(5),
+            t(0),
+            t(1),
+            t(1),
+            None,
+            t(1),
+            t(0),
+            t(2),
+        ];
+        let col: ArrayRef =
+            Arc::new(TimestampMillisecondArray::from(values).with_timezone("+01:00"));
+        let mut g = IntGroups::default();
+        let mut out = Vec::new();
+        g.map(&col, &mut out).unwrap();
+        assert_eq!(out, [1, 1, 2, 1, 3, 3, 0, 3, 1, 4]);
+        let key_type = col.data_type().clone();
+        let keys = arrow::compute::cast(&g.column(&[0, 1, 2, 3, 4], &key_type), &key_type);
+        let want: ArrayRef = Arc::new(
+            TimestampMillisecondArray::from(vec![None, t(0), Some(5), t(1), t(2)])
+                .with_timezone("+01:00"),
+        );
+        assert_eq!(&keys.unwrap(), &want);
+        let dates: ArrayRef = Arc::new(Date32Array::from(vec![19_000, -3, 19_000, 19_001]));
+        let mut g = IntGroups::default();
+        g.map(&dates, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 1, 3]);
+        let keys =
+            arrow::compute::cast(&g.column(&[1, 2, 3], &DataType::Date32), &DataType::Date32);
+        let want: ArrayRef = Arc::new(Date32Array::from(vec![19_000, -3, 19_001]));
+        assert_eq!(&keys.unwrap(), &want);
+        for t in [col.data_type(), &DataType::Date32, &DataType::Int8] {
+            assert!(supported(t), "{t}");
+        }
+        for t in [
+            DataType::Float64,
+            DataType::Utf8,
+            DataType::Time32(arrow::datatypes::TimeUnit::Second),
+        ] {
+            assert!(!supported(&t), "{t}");
+        }
     }
 }

@@ -39,6 +39,7 @@
 //! functions, decimals, casts that are not widenings, a group limit) keeps DataFusion's
 //! plan.
 
+mod arguments;
 pub(crate) mod extremes;
 mod fold;
 mod grouped;
@@ -50,6 +51,7 @@ mod text_extremes;
 use super::exec::Blosc2Exec;
 use super::member_value::MemberValue;
 use super::pushdown::is_text;
+use arguments::Arguments;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::ScalarValue;
@@ -130,6 +132,11 @@ pub struct FusedAggregate {
     /// For `min` and `max` of a text column: where they read its values
     /// (`text_extremes.rs`). Set for each member scan.
     pub text: Option<TextSource>,
+    /// An argument that is no column but an expression over them, which the node
+    /// evaluates (`arguments.rs`): over the columns below the aggregation's projection
+    /// while the rule plans, then over its member scan's, where `column` is set to the
+    /// column its values are appended as.
+    pub argument: Option<Arc<dyn PhysicalExpr>>,
     /// DataFusion's name of the aggregate, for display.
     pub name: String,
 }
@@ -165,18 +172,32 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         None => (below, None, None),
     };
     let to_scan = |c: usize| kept.as_ref().map_or(Some(c), |k| k.get(c).copied());
+    // Columns below the filter, as expressions name them.
+    let union_schema = below.schema();
+    let below_filter = |c: usize| {
+        let j = to_scan(c)?;
+        Some((j, union_schema.fields().get(j)?.name().clone()))
+    };
     // Grouping: none, one scan column (an array coordinate, a dictionary column or a
-    // text column), or columns that are constant in each member of a multi-file table
-    // (hive partition keys): numbered in the union's columns here, mapped into each
-    // member's scan below.
-    let group_columns: Vec<usize> = match agg.group_expr() {
+    // text column) or integer expression over them, or columns that are constant in each
+    // member of a multi-file table (hive partition keys): numbered in the union's columns
+    // here, mapped into each member's scan below.
+    let group_keys: Vec<Key> = match agg.group_expr() {
         g if g.is_empty() => Vec::new(),
         g if g.is_single() => g
             .expr()
             .iter()
-            .map(|(e, _)| match resolve(e, projection)? {
-                Arg::Column(c, None) => to_scan(c),
-                _ => None,
+            .map(|(e, _)| {
+                let e = arguments::below_projection(e, projection)?;
+                match resolve(&e)? {
+                    Arg::Column(c, None) => Some(Key::Column(to_scan(c)?)),
+                    Arg::Rows => None,
+                    Arg::Column(..) | Arg::Expr => {
+                        let e = arguments::renumbered(&e, below_filter)?;
+                        let t = e.data_type(&union_schema).ok()?;
+                        ints::supported(&t).then_some(Key::Computed(e))
+                    }
+                }
             })
             .collect::<Option<_>>()?,
         _ => return None,
@@ -214,7 +235,6 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             sources,
         });
     }
-    let union_schema = below.schema();
     let mut aggs = agg
         .aggr_expr()
         .iter()
@@ -225,6 +245,10 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             Some(c) => Some(to_scan(c)?),
             None => None,
         };
+        // An argument the node evaluates: over the columns below the filter.
+        if let Some(e) = &a.argument {
+            a.argument = Some(arguments::renumbered(e, below_filter)?);
+        }
     }
     // Ungrouped `min`/`max` alone stay with DataFusion once earlier scans mapped zones of
     // their columns in these units: its aggregation pushes a dynamic filter (`value < min
@@ -243,14 +267,17 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             .collect();
         has_mapped_zones(m.scan, &columns)
     };
-    if group_columns.is_empty() && extremes_only && members.iter().any(mapped) {
+    if group_keys.is_empty() && extremes_only && members.iter().any(mapped) {
         return None;
     }
     let schema = agg.schema();
-    let key_types: Vec<DataType> = group_columns
+    let key_types: Vec<DataType> = group_keys
         .iter()
-        .map(|&c| union_schema.field(c).data_type().clone())
-        .collect();
+        .map(|k| match k {
+            Key::Column(c) => Some(union_schema.field(*c).data_type().clone()),
+            Key::Computed(e) => e.data_type(&union_schema).ok(),
+        })
+        .collect::<Option<_>>()?;
     let types = key_types.iter().cloned().chain(output_types(&aggs, output));
     if !types.eq(schema.fields().iter().map(|f| f.data_type().clone())) {
         return None;
@@ -268,12 +295,30 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                 Source::Scan(j) => Some(j),
                 Source::Constant(_) => None,
             };
+            // Arguments the node evaluates, over the member scan's columns: their values
+            // follow the scan's columns.
+            let width = m.scan.schema().fields().len();
+            let mut evaluated = Vec::new();
+            // A computed key's values: the first evaluated column.
+            let computed_keys = (group_keys.iter())
+                .filter_map(|k| match k {
+                    Key::Computed(e) => Some(e),
+                    Key::Column(_) => None,
+                })
+                .map(|e| m.to_scan_expr(e, true));
+            for e in computed_keys {
+                evaluated.push(e?);
+            }
             let member_aggs = aggs
                 .iter()
                 .map(|a| {
-                    let column = match a.column {
-                        Some(c) => Some(scan_column(c)?),
-                        None => None,
+                    let column = match (&a.argument, a.column) {
+                        (Some(e), _) => {
+                            evaluated.push(m.to_scan_expr(e, true)?);
+                            Some(width + evaluated.len() - 1)
+                        }
+                        (None, Some(c)) => Some(scan_column(c)?),
+                        (None, None) => None,
                     };
                     // A text column's `min`/`max`: its stored records or items, or a
                     // dictionary column's codes.
@@ -300,24 +345,34 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             let predicate = (filter.iter().map(|f| m.to_scan_expr(f, true)))
                 .chain(m.filter.iter().map(|f| m.to_scan_expr(f, false)))
                 .collect::<Option<Vec<_>>>()?;
-            let filter_columns: Vec<usize> = (predicate.iter())
+            // The scan columns expressions read: the filter's and the evaluated arguments'.
+            let read_columns: Vec<usize> = (predicate.iter().chain(&evaluated))
                 .flat_map(|f| collect_columns(f).into_iter().map(|c| c.index()))
                 .collect();
-            let sources: Vec<Source> = group_columns
-                .iter()
-                .map(|&c| m.source(c))
-                .collect::<Option<_>>()?;
-            // At most one key read from the scan; the others constant in the member.
+            // At most one key read from the scan (or computed from it); the others
+            // constant in the member.
             let mut group = None;
             let mut constants = Vec::new();
-            for (at, (source, t)) in sources.iter().zip(&key_types).enumerate() {
+            for (at, (key, t)) in group_keys.iter().zip(&key_types).enumerate() {
+                let source = match key {
+                    Key::Column(c) => m.source(*c)?,
+                    Key::Computed(_) if group.is_some() => return None,
+                    Key::Computed(_) => {
+                        group = Some(Group {
+                            column: width,
+                            bound: 0,
+                            keys: KeyKind::Integer,
+                        });
+                        continue;
+                    }
+                };
                 match source {
                     Source::Constant(v) => constants.push((at, v.clone())),
                     Source::Scan(_) if group.is_some() => return None,
                     Source::Scan(j) => {
-                        let key_read = member_aggs.iter().any(|a| a.column == Some(*j))
-                            || filter_columns.contains(j);
-                        group = Some(group_of(m.scan, *j, t, key_read)?);
+                        let key_read = member_aggs.iter().any(|a| a.column == Some(j))
+                            || read_columns.contains(&j);
+                        group = Some(group_of(m.scan, j, t, key_read)?);
                     }
                 }
             }
@@ -325,8 +380,9 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             let key_column = group.as_ref().map(|g| g.column);
             let counted_only: Vec<usize> = (member_aggs.iter().filter_map(|a| a.column))
                 .filter(|&c| {
-                    key_column != Some(c)
-                        && !filter_columns.contains(&c)
+                    c < width
+                        && key_column != Some(c)
+                        && !read_columns.contains(&c)
                         && (member_aggs.iter())
                             .all(|a| a.column != Some(c) || a.kind == AggKind::Count)
                 })
@@ -339,7 +395,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                 .filter_map(|a| a.column)
                 .collect();
             let read_otherwise = |c: &usize| {
-                filter_columns.contains(c)
+                read_columns.contains(c)
                     || (member_aggs.iter()).any(|a| a.column == Some(*c) && !raw_text(a))
             };
             let texts = member_aggs.iter().any(|a| a.text.is_some());
@@ -355,7 +411,8 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             let scan = unit_batch_scan(m.scan, &counted_only, &raw)?;
             let node =
                 Blosc2AggregateExec::new(scan, member_aggs, group, output, Arc::clone(&schema))
-                    .with_constant_keys(constants);
+                    .with_constant_keys(constants)
+                    .with_arguments(Arguments::new(evaluated));
             let node: Arc<dyn ExecutionPlan> = Arc::new(match conjunction_opt(predicate) {
                 Some(f) => node.with_filter(f),
                 None => node,
@@ -367,6 +424,15 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
         Some(_) => UnionExec::try_new(fused).ok(),
         None => fused.into_iter().next(),
     }
+}
+
+/// A group key of a fused aggregation, over the columns below its filter.
+enum Key {
+    /// A column.
+    Column(usize),
+    /// An expression the node evaluates (`arguments.rs`), of a type [`ints::supported`]
+    /// takes.
+    Computed(Arc<dyn PhysicalExpr>),
 }
 
 /// Where a column of a multi-file table's union comes from in one member.
@@ -527,14 +593,7 @@ fn group_of(
         DataType::Int64 if let Some(bound) = coordinate_bound(scan, c) => {
             (KeyKind::Coordinate, bound)
         }
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64 => (KeyKind::Integer, 0),
+        t if ints::supported(t) => (KeyKind::Integer, 0),
         DataType::Utf8 | DataType::Utf8View if !key_read => {
             (KeyKind::Text(exec()?.raw_text_column(c)?), 0)
         }
@@ -549,8 +608,10 @@ fn group_of(
 
 /// `a` as a fused aggregate over a scan of `scan_schema` (below `projection`, if any), if
 /// it is one: `count`, `sum` or `avg` of a column (or a widening cast of one, as
-/// DataFusion coerces `sum`/`avg` arguments), `count(*)`, or `min`/`max` of a numeric,
-/// temporal or text column (or of a dictionary column of text cast to text).
+/// DataFusion coerces `sum`/`avg` arguments), `count(*)`, `min`/`max` of a numeric,
+/// temporal or text column (or of a dictionary column of text cast to text), or any of
+/// these but `count(*)` and text `min`/`max` over an expression the node evaluates
+/// (`argument`, whose type must then be the sum type or one `min`/`max` folds).
 fn fused_aggregate(
     a: &AggregateFunctionExpr,
     projection: Option<&ProjectionExec>,
@@ -568,59 +629,67 @@ fn fused_aggregate(
         _ => return None,
     };
     let [arg] = a.expressions().try_into().ok()?;
-    let arg = resolve(&arg, projection)?;
-    if let (AggKind::Min | AggKind::Max, Arg::Column(c, None)) = (kind, &arg) {
-        let t = scan_schema.field(*c).data_type();
-        // A text column's are folded over its records, where each member's scan can
-        // yield them (checked per member).
-        return (extremes::supported(t) || is_text(t)).then(|| FusedAggregate {
-            kind,
-            column: Some(*c),
-            sum_type: None,
-            value_type: Some(t.clone()),
-            text: None,
-            name: a.name().to_string(),
-        });
-    }
-    // A dictionary column of text, cast to text (as DataFusion coerces `min`/`max` of
-    // it): folded over the values its codes name.
-    if let (AggKind::Min | AggKind::Max, Arg::Column(c, Some(cast))) = (kind, &arg) {
-        let dictionary_of_text = matches!(scan_schema.field(*c).data_type(),
-            DataType::Dictionary(k, v) if **k == DataType::Int32 && is_text(v));
-        return (dictionary_of_text && is_text(cast)).then(|| FusedAggregate {
-            kind,
-            column: Some(*c),
-            sum_type: None,
-            value_type: Some(cast.clone()),
-            text: None,
-            name: a.name().to_string(),
-        });
-    }
-    let (column, sum_type) = match (kind, arg) {
-        (AggKind::Min | AggKind::Max, _) => return None,
-        (AggKind::Count, Arg::Rows) => (None, None),
-        // Counting non-nulls: a cast keeps nulls where they are, but could fail.
-        (AggKind::Count, Arg::Column(c, None)) => (Some(c), None),
-        (AggKind::Count, Arg::Column(_, Some(_))) | (_, Arg::Rows) => return None,
-        (_, Arg::Column(c, cast)) => {
-            let t = scan_schema.field(c).data_type();
-            let st = SumType::of(kind, t)?;
-            // The argument's type must be the sum type: the column itself or a widening
-            // cast to it.
-            if cast.as_ref().unwrap_or(t) != &st.data_type() {
-                return None;
-            }
-            (Some(c), Some(st))
-        }
-    };
-    Some(FusedAggregate {
+    let expr = arguments::below_projection(&arg, projection)?;
+    let fused = |column, sum_type, value_type, argument| FusedAggregate {
         kind,
         column,
         sum_type,
-        value_type: None,
+        value_type,
         text: None,
+        argument,
         name: a.name().to_string(),
-    })
+    };
+    let extremes = matches!(kind, AggKind::Min | AggKind::Max);
+    match (kind, resolve(&expr)?) {
+        // A text column's are folded over its records, where each member's scan can
+        // yield them (checked per member).
+        (_, Arg::Column(c, None))
+            if extremes && {
+                let t = scan_schema.field(c).data_type();
+                extremes::supported(t) || is_text(t)
+            } =>
+        {
+            let t = scan_schema.field(c).data_type().clone();
+            return Some(fused(Some(c), None, Some(t), None));
+        }
+        // A dictionary column of text, cast to text (as DataFusion coerces `min`/`max`
+        // of it): folded over the values its codes name.
+        (_, Arg::Column(c, Some(cast)))
+            if extremes
+                && is_text(&cast)
+                && matches!(scan_schema.field(c).data_type(),
+                    DataType::Dictionary(k, v) if **k == DataType::Int32 && is_text(v)) =>
+        {
+            return Some(fused(Some(c), None, Some(cast), None));
+        }
+        (AggKind::Count, Arg::Rows) => return Some(fused(None, None, None, None)),
+        (_, Arg::Rows) => return None,
+        (AggKind::Count, Arg::Column(c, None)) => return Some(fused(Some(c), None, None, None)),
+        (AggKind::Sum | AggKind::Avg, Arg::Column(c, cast)) => {
+            // The argument's type must be the sum type: the column itself or a widening
+            // cast to it.
+            let t = scan_schema.field(c).data_type();
+            if let Some(st) = SumType::of(kind, t)
+                && cast.as_ref().unwrap_or(t) == &st.data_type()
+            {
+                return Some(fused(Some(c), Some(st), None, None));
+            }
+        }
+        _ => {}
+    }
+    // Anything else the node evaluates (a cast that may fail or narrow, a function, an
+    // arithmetic expression): its type must be one the fold takes.
+    let t = expr.data_type(scan_schema).ok()?;
+    match kind {
+        AggKind::Count => Some(fused(None, None, None, Some(expr))),
+        AggKind::Min | AggKind::Max => {
+            extremes::supported(&t).then(|| fused(None, None, Some(t), Some(expr)))
+        }
+        AggKind::Sum | AggKind::Avg => {
+            let st = SumType::of(kind, &t).filter(|st| st.data_type() == t)?;
+            Some(fused(None, Some(st), None, Some(expr)))
+        }
+    }
 }
 
 /// Whether `plan` is a `Blosc2Exec` (alone or in a `CooperativeExec`) some of whose
@@ -676,26 +745,26 @@ enum Arg {
     Rows,
     /// A scan column, optionally cast to a type.
     Column(usize, Option<DataType>),
+    /// Any other expression, which the node evaluates (`arguments.rs`).
+    Expr,
 }
 
-/// Resolves an aggregate argument (over `projection`'s output, if any) to what it reads
-/// from the scan: a column, a column under one cast, or a non-null literal.
-fn resolve(e: &Arc<dyn PhysicalExpr>, projection: Option<&ProjectionExec>) -> Option<Arg> {
+/// Resolves an aggregate argument or group key, over the input of the projection below
+/// the aggregation ([`arguments::below_projection`]), to what it reads: a column, a
+/// column under one cast, a non-null literal, or an expression the node evaluates.
+fn resolve(e: &Arc<dyn PhysicalExpr>) -> Option<Arg> {
     if let Some(c) = e.downcast_ref::<Column>() {
-        return match projection {
-            Some(p) => resolve(&p.expr().get(c.index())?.expr, None),
-            None => Some(Arg::Column(c.index(), None)),
-        };
+        return Some(Arg::Column(c.index(), None));
     }
-    if let Some(cast) = e.downcast_ref::<CastExpr>() {
-        return match resolve(cast.expr(), projection)? {
-            Arg::Column(c, None) => Some(Arg::Column(c, Some(cast.cast_type().clone()))),
-            _ => None,
-        };
+    if let Some(cast) = e.downcast_ref::<CastExpr>()
+        && let Some(c) = cast.expr().downcast_ref::<Column>()
+    {
+        return Some(Arg::Column(c.index(), Some(cast.cast_type().clone())));
     }
     match e.downcast_ref::<Literal>() {
         Some(l) if !l.value().is_null() => Some(Arg::Rows),
-        _ => None,
+        Some(_) => None,
+        None => Some(Arg::Expr),
     }
 }
 
@@ -735,6 +804,9 @@ pub struct Blosc2AggregateExec {
     /// Group keys constant over the whole input (a member's path columns): their places
     /// in the schema and values.
     constant_keys: Vec<(usize, ScalarValue)>,
+    /// Arguments evaluated on each piece of the filtered rows, their values appended
+    /// after the input's columns.
+    arguments: Arguments,
     output: Output,
     schema: SchemaRef,
     /// The most groups of texts or integers kept when computing partial states
@@ -768,6 +840,7 @@ impl Blosc2AggregateExec {
             group,
             filter: None,
             constant_keys: Vec::new(),
+            arguments: Arguments::default(),
             output,
             schema,
             flush_groups: MAX_PARTIAL_GROUPS,
@@ -791,6 +864,14 @@ impl Blosc2AggregateExec {
     /// one row, or none where no input row passes the filter.
     pub fn with_constant_keys(mut self, keys: Vec<(usize, ScalarValue)>) -> Self {
         self.constant_keys = keys;
+        self
+    }
+
+    /// This aggregation with `arguments` evaluated on the rows it folds (after its
+    /// filter), their values appended after the input's columns, where the aggregates'
+    /// `column`s read them.
+    pub fn with_arguments(mut self, arguments: Arguments) -> Self {
+        self.arguments = arguments;
         self
     }
 
@@ -852,6 +933,12 @@ impl DisplayAs for Blosc2AggregateExec {
         if let Some(p) = &self.filter {
             write!(f, ", filter={p}")?;
         }
+        let args: Vec<String> = (self.arguments.exprs().iter())
+            .map(|e| e.to_string())
+            .collect();
+        if !args.is_empty() {
+            write!(f, ", arguments=[{}]", args.join(", "))?;
+        }
         Ok(())
     }
 }
@@ -873,10 +960,12 @@ impl ExecutionPlan for Blosc2AggregateExec {
         &self,
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
-        match &self.filter {
-            Some(p) => f(p),
-            None => Ok(TreeNodeRecursion::Continue),
+        for e in self.filter.iter().chain(self.arguments.exprs()) {
+            if f(e)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
         }
+        Ok(TreeNodeRecursion::Continue)
     }
 
     fn with_new_children(
@@ -895,6 +984,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
         Ok(Arc::new(Self {
             filter: self.filter.clone(),
             constant_keys: self.constant_keys.clone(),
+            arguments: self.arguments.clone(),
             flush_groups: self.flush_groups,
             ..node
         }))
@@ -907,6 +997,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
     ) -> Result<SendableRecordBatchStream> {
         let mut input = self.input.execute(partition, context)?;
         let filter = self.filter.clone();
+        let arguments = self.arguments.clone();
         let aggs = self.aggs.clone();
         let output = self.output;
         // The fold's columns; the constant keys are added to each batch it yields.
@@ -926,6 +1017,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
             let start = Some((input, fold, baseline, false));
             let out = futures::stream::try_unfold(start, move |state| {
                 let filter = filter.clone();
+                let arguments = arguments.clone();
                 async move {
                     // `sent`: whether rows were flushed before.
                     let Some((mut input, mut fold, baseline, sent)) = state else {
@@ -935,7 +1027,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
                         let _t = baseline.elapsed_compute().timer();
                         let batch = filtered(filter.as_ref(), batch?)?;
                         for piece in cache_sized(&batch) {
-                            fold.add(&piece)?;
+                            fold.add(&arguments.append(piece)?)?;
                         }
                         let flushed = fold.take_flushed();
                         if !flushed.is_empty() {
@@ -981,6 +1073,7 @@ impl ExecutionPlan for Blosc2AggregateExec {
                 let batch = filtered(filter.as_ref(), batch?)?;
                 rows += batch.num_rows();
                 for batch in cache_sized(&batch) {
+                    let batch = arguments.append(batch)?;
                     for ((a, s), t) in aggs.iter().zip(&mut states).zip(&mut texts) {
                         if let (Some(t), Some(c)) = (t, a.column) {
                             t.add(batch.column(c))?;
@@ -1144,6 +1237,7 @@ mod tests {
             sum_type: None,
             value_type: None,
             text: None,
+            argument: None,
             name: "count(*)".into(),
         };
         let schema = Arc::new(Schema::new(vec![
