@@ -14,14 +14,18 @@
 //! checking each distinct one once, where DataFusion's plan converted or checked every
 //! value, built a string array and then hashed the strings. Grouped by an integer column
 //! (not a coordinate with exact bounds), its values are numbered as they come
-//! (`ints.rs`). Grouped by the path columns
-//! of a partitioned directory (`GROUP BY station` over `station=…/` members), each
+//! (`ints.rs`); so are the values of an integer or temporal expression over the scan's
+//! columns (`GROUP BY date_trunc('day', t)`). Arguments that are expressions
+//! (`avg(length(text))`, `sum(price * qty)`) are evaluated by the node on the rows it
+//! folds (`arguments.rs`), as DataFusion's projection below its aggregation did. Grouped
+//! by the path columns of a partitioned directory (`GROUP BY station` over `station=…/`
+//! members), each
 //! member's node folds its rows ungrouped and outputs them under the member's constant
 //! keys ([`Blosc2AggregateExec::with_constant_keys`]), beside one of the keys above if
 //! grouped by one too.
 //!
 //! [`Blosc2AggregatePushdown`] is a physical optimizer rule. It replaces
-//! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and casts, then
+//! `AggregateExec(Partial)` (optionally over a `ProjectionExec` of columns and expressions, then
 //! a `FilterExec`, whose predicate the fused node evaluates on each batch) over a
 //! `Blosc2Exec` (optionally in DataFusion's `CooperativeExec`; in a multi-file table,
 //! optionally under the member's projection of its path columns) with a
@@ -33,10 +37,11 @@
 //! pieces. Ungrouped `min`/`max` alone keep DataFusion's plan once earlier scans mapped
 //! zones of their columns in the scan (its dynamic filter then skips units on them).
 //! Anything the rule does not recognise exactly (grouping by anything but path columns
-//! and at most one coordinate, dictionary column, integer column or text column, the text
-//! column one no aggregate or filter reads; `min`/`max` of text other than ungrouped over
-//! a column no other aggregate or filter reads; `DISTINCT`, `FILTER`, other
-//! functions, decimals, casts that are not widenings, a group limit) keeps DataFusion's
+//! and at most one coordinate, dictionary column, integer or temporal column or
+//! expression, or text column, the text column one no aggregate, argument or filter
+//! reads; `min`/`max` of text other than ungrouped over a column no other aggregate,
+//! argument or filter reads; `DISTINCT`, `FILTER`, other aggregate functions, decimals,
+//! arguments of other types than the aggregate takes, a group limit) keeps DataFusion's
 //! plan.
 
 mod arguments;
