@@ -120,6 +120,17 @@ const QUERIES: &[Query] = &[
         columns: "price, qty",
     },
     Query {
+        name: "ticks: count and avg(price) per day, first 3 (computed key)",
+        sql: "SELECT date_trunc('day', t) AS d, count(*) AS n, avg(price) FROM ticks_{c} \
+              GROUP BY d ORDER BY d LIMIT 3",
+        check: Check::Same,
+        floor: &[
+            "ticks-{c}.b2d/_cols/t.b2nd",
+            "ticks-{c}.b2d/_cols/price.b2nd",
+        ],
+        columns: "t, price",
+    },
+    Query {
         name: "ticks: 1% t range, project id, price",
         sql: "SELECT id, price FROM ticks_{c} WHERE t BETWEEN to_timestamp_millis(1705000000000) \
               AND to_timestamp_millis(1705099999000)",
@@ -311,6 +322,14 @@ const QUERIES: &[Query] = &[
         check: Check::Same,
         floor: &["cats-{c}.b2d/_cols/name.b2nd"],
         columns: "name",
+    },
+    Query {
+        name: "cats: count and avg(length(text)) per name, top 3 (computed argument)",
+        sql: "SELECT name, count(*) AS n, avg(length(text)) AS l FROM cats_{c} GROUP BY name \
+              ORDER BY n DESC, name LIMIT 3",
+        check: Check::Same,
+        floor: &["cats-{c}.b2d/_cols/name.b2nd", "cats-{c}.b2d/_cols/text.b2b"],
+        columns: "name, text",
     },
     Query {
         name: "cats: text = one of 2,000 (vlstring column)",
