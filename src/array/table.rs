@@ -568,19 +568,11 @@ impl Table {
         if valid.geometry.ndim() != 1 || valid.dtype != DType::Bool {
             return Err(Error::corrupt(&path, "_valid_rows", "not a 1-D bool array"));
         }
-        let liveness = valid.read_all().await?;
-        let live_rows = liveness.iter().filter(|&&b| b != 0).count() as u64;
-        // Rows up to the last live one: `_valid_rows` can be longer (python-blosc2 keeps
-        // its capacity when every row is deleted, or none was written), and variable-length
-        // columns hold only the rows written.
-        let physical_rows = liveness
-            .iter()
-            .rposition(|&b| b != 0)
-            .map_or(0, |i| i as u64 + 1);
-        let live_chunks: Vec<bool> = liveness
-            .chunks(valid.geometry.chunkshape[0].max(1) as usize)
-            .map(|c| c.iter().all(|&b| b != 0))
-            .collect();
+        let Liveness {
+            live_rows,
+            physical_rows,
+            live_chunks,
+        } = liveness(&valid).await?;
         // Columns are declared by the schema and opened when a query reads them; only a
         // kind the schema does not type is opened now (concurrently: a remote table
         // costs about one round trip, not one per column).
@@ -933,6 +925,61 @@ impl Table {
 }
 
 /// Rows `rows` of a 1-D array, decoded into place (see [`NdArray::read_rows_into`]).
+/// What a CTable's `_valid_rows` says of its rows.
+struct Liveness {
+    /// Rows not deleted.
+    live_rows: u64,
+    /// Rows up to the last live one: `_valid_rows` can be longer (python-blosc2 keeps its
+    /// capacity when every row is deleted, or none was written), and variable-length
+    /// columns hold only the rows written.
+    physical_rows: u64,
+    /// Per chunk of `_valid_rows`, whether all its rows are live.
+    live_chunks: Vec<bool>,
+}
+
+/// Reads `valid` (a 1-D bool array) chunk by chunk into one reused buffer: its chunks
+/// are fetched together (one round trip on a remote store), and a table of 10 M rows no
+/// longer allocates and walks 10 MB of flags three times on every open (25 ms of a
+/// 35 ms `count(*)`).
+///
+/// # Errors
+/// IO and decoding errors; a chunk that decodes to fewer bytes than its rows.
+async fn liveness(valid: &NdArray) -> Result<Liveness> {
+    let rows = valid.geometry.shape[0];
+    let chunk_rows = valid.geometry.chunkshape[0].max(1);
+    let chunks: Vec<u64> = (0..rows.div_ceil(chunk_rows)).collect();
+    let raws = valid.fetch(&chunks).await?;
+    let mut out = Liveness {
+        live_rows: 0,
+        physical_rows: 0,
+        live_chunks: Vec::with_capacity(chunks.len()),
+    };
+    let (mut buf, mut stats) = (Vec::new(), ReadStats::default());
+    for (&i, raw) in chunks.iter().zip(&raws) {
+        let start = i * chunk_rows;
+        let end = rows.min(start + chunk_rows);
+        let base = valid.decode_for_box(i, raw, &[start..end], &mut stats, 1, &mut buf)?;
+        let flags = buf
+            .get(..(end - start) as usize)
+            .filter(|_| base == 0)
+            .ok_or_else(|| {
+                let what = format!("chunk {i} decodes to fewer bytes than its rows");
+                Error::corrupt(valid.display(), "_valid_rows", what)
+            })?;
+        // Counted 255 flags at a time in bytes, which vectorizes (a `u64` per flag did
+        // not: 20 % of opening a table of 10 M rows).
+        let live: u64 = (flags.chunks(255))
+            .map(|c| u64::from(c.iter().map(|&b| u8::from(b != 0)).sum::<u8>()))
+            .sum();
+        out.live_rows += live;
+        out.live_chunks.push(live == end - start);
+        if let Some(last) = flags.iter().rposition(|&b| b != 0) {
+            out.physical_rows = start + last as u64 + 1;
+        }
+    }
+    Ok(out)
+}
+
 async fn read_1d(a: &NdArray, rows: Range<u64>, stats: &mut ReadStats) -> Result<Vec<u8>> {
     let n = rows.end.saturating_sub(rows.start) * a.itemsize() as u64;
     let mut out = vec![0u8; n as usize];
