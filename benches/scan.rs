@@ -328,7 +328,10 @@ const QUERIES: &[Query] = &[
         sql: "SELECT name, count(*) AS n, avg(length(text)) AS l FROM cats_{c} GROUP BY name \
               ORDER BY n DESC, name LIMIT 3",
         check: Check::Same,
-        floor: &["cats-{c}.b2d/_cols/name.b2nd", "cats-{c}.b2d/_cols/text.b2b"],
+        floor: &[
+            "cats-{c}.b2d/_cols/name.b2nd",
+            "cats-{c}.b2d/_cols/text.b2b",
+        ],
         columns: "name, text",
     },
     Query {
