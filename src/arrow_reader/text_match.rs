@@ -244,6 +244,9 @@ impl TextMatch {
     pub fn keep(&self, data: &[u8], n: usize, stride: usize, offset: usize) -> BooleanBuffer {
         let rec = |i: usize| &data[i * stride + offset..][..self.size];
         if let Some(big) = self.any_case {
+            if self.how == Matching::Substring && stride == self.size && self.size > 0 {
+                return self.keep_holding_any_case(&data[offset..][..n * self.size], big);
+            }
             let mut ascii = vec![0u8; self.size / 4];
             return BooleanBuffer::collect_bool(n, |i| {
                 match lower_ascii(rec(i), big, &mut ascii) {
@@ -321,6 +324,53 @@ impl TextMatch {
                 if from >= all.len() {
                     break;
                 }
+            }
+        }
+        kept.finish()
+    }
+}
+
+impl TextMatch {
+    /// [`TextMatch::keep`] of `ILIKE '%ab%'` over records lying end to end (`all`, units
+    /// big-endian when `big`): piece by piece, a copy with its ASCII capital letters in
+    /// lower case is searched as `LIKE` searches the records, for the needles as units,
+    /// and records with a unit that is not ASCII are kept for `ILIKE` (a
+    /// record converted to ASCII bytes and compared window by window took 320 ms over
+    /// 10 M `<U12` records, where `LIKE` took 100).
+    fn keep_holding_any_case(&self, all: &[u8], big: bool) -> BooleanBuffer {
+        let size = self.size;
+        let n = all.len() / size;
+        let unit = |c: u8| -> [u8; 4] {
+            match big {
+                true => u32::from(c).to_be_bytes(),
+                false => u32::from(c).to_le_bytes(),
+            }
+        };
+        let needles: Vec<Vec<u8>> = (self.needles.iter())
+            .map(|x| x.iter().flat_map(|&c| unit(c)).collect())
+            .collect();
+        let as_units = TextMatch::plain(size, needles, Matching::Substring);
+        let mut kept = arrow::array::BooleanBufferBuilder::new(n);
+        // Pieces of records the cache holds, copied and searched one at a time.
+        let piece_records = (64 * 1024 / size).max(1);
+        let mut lowered = Vec::with_capacity(piece_records * size);
+        for piece in all.chunks(piece_records * size) {
+            // Every byte that is an ASCII capital letter, lowered: in a record of ASCII
+            // units that is their letters; a record with another unit is kept whatever
+            // its copy holds. (Byte by byte, the loop vectorizes.)
+            lowered.clear();
+            lowered.extend(piece.iter().map(u8::to_ascii_lowercase));
+            let found = as_units.keep_holding(&lowered, piece.len() / size, size, 0);
+            // Records with a unit that is not ASCII (in either byte order, a unit
+            // above 0x7f has a bit set outside 0x7f's byte): kept.
+            let ascii = |rec: &[u8]| {
+                let bits = rec.chunks_exact(4).fold(0u32, |acc, u| {
+                    acc | u32::from_le_bytes(u.try_into().expect("4-byte units"))
+                });
+                bits & !(if big { 0x7f00_0000 } else { 0x7f }) == 0
+            };
+            for (i, rec) in piece.chunks_exact(size).enumerate() {
+                kept.append(found.value(i) || !ascii(rec));
             }
         }
         kept.finish()
@@ -1033,6 +1083,49 @@ mod tests {
             TextMatch::texts(&["a".into()], Matching::Equal, true, None),
             None
         );
+    }
+
+    /// `ILIKE '%..%'` over records end to end (searched piece by piece in a lower-cased
+    /// copy) keeps exactly what the record-by-record test keeps (records laid out with a
+    /// gap between them): 9,000 random `U5` records of letters in either case, `K`, the
+    /// Kelvin sign, `é`, U+4100 and U+0141 (whose low byte is `A`), NUL and U+0000_5A00,
+    /// in both byte orders, over several pieces.
+    #[test]
+    fn any_case_substrings_over_pieces_keep_as_record_by_record() {
+        let alphabet = [
+            0x61, 0x62, 0x41, 0x42, 0x4b, 0x6b, 0x212a, 0xe9, 0x4100, 0x141, 0, 0x5a00,
+        ];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut draw = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let values: Vec<Vec<u32>> = (0..9000)
+            .map(|_| {
+                (0..draw(6))
+                    .map(|_| alphabet[draw(alphabet.len())])
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&[u32]> = values.iter().map(Vec::as_slice).collect();
+        for big in [false, true] {
+            let data = records(&refs, 5, big);
+            let gapped: Vec<u8> = data
+                .chunks(20)
+                .flat_map(|r| [r, &[7; 4]].concat())
+                .collect();
+            for texts in [&["ab"][..], &["kA", "b"], &["a"], &["bbb"]] {
+                let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+                let m = TextMatch::texts(&texts, Matching::Substring, true, Some((5, big)))
+                    .expect("ASCII");
+                let whole = m.keep(&data, values.len(), 20, 0);
+                let apart = m.keep(&gapped, values.len(), 24, 0);
+                assert_eq!(whole, apart, "{texts:?} big={big}");
+                assert!(whole.count_set_bits() > 0, "{texts:?}");
+            }
+        }
     }
 
     /// Dictionary codes: one code, and several (the bit set), against null (−1) and
