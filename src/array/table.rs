@@ -949,6 +949,10 @@ async fn liveness(valid: &NdArray) -> Result<Liveness> {
     let chunk_rows = valid.geometry.chunkshape[0].max(1);
     let chunks: Vec<u64> = (0..rows.div_ceil(chunk_rows)).collect();
     let raws = valid.fetch(&chunks).await?;
+    if raws.len() != chunks.len() {
+        let what = format!("{} chunks read of {}", raws.len(), chunks.len());
+        return Err(Error::corrupt(valid.display(), "_valid_rows", what));
+    }
     let mut out = Liveness {
         live_rows: 0,
         physical_rows: 0,

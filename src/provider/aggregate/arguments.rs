@@ -24,30 +24,25 @@ pub fn below_projection(
     let Some(p) = projection else {
         return Some(Arc::clone(e));
     };
-    let mut known = true;
-    let out = Arc::clone(e)
-        .transform(|x| {
-            let Some(c) = x.downcast_ref::<Column>() else {
-                return Ok(Transformed::no(x));
-            };
-            match p.expr().get(c.index()) {
-                Some(projected) => Ok(Transformed::yes(Arc::clone(&projected.expr))),
-                None => {
-                    known = false;
-                    Ok(Transformed::no(x))
-                }
-            }
-        })
-        .data()
-        .ok()?;
-    known.then_some(out)
+    replace_columns(e, |c| Some(Arc::clone(&p.expr().get(c.index())?.expr)))
 }
 
-/// `e` with each column `c` renumbered to `to(c)`, named after `names(c)`; `None` where a
-/// column has no number.
+/// `e` with each column `c` renumbered and named as `to(c)` says; `None` where a column
+/// has no number.
 pub fn renumbered(
     e: &Arc<dyn PhysicalExpr>,
     to: impl Fn(usize) -> Option<(usize, String)>,
+) -> Option<Arc<dyn PhysicalExpr>> {
+    replace_columns(e, |c| {
+        let (j, name) = to(c.index())?;
+        Some(Arc::new(Column::new(&name, j)))
+    })
+}
+
+/// `e` with each column replaced by what `by` gives for it; `None` where it gives none.
+fn replace_columns(
+    e: &Arc<dyn PhysicalExpr>,
+    by: impl Fn(&Column) -> Option<Arc<dyn PhysicalExpr>>,
 ) -> Option<Arc<dyn PhysicalExpr>> {
     let mut known = true;
     let out = Arc::clone(e)
@@ -55,8 +50,8 @@ pub fn renumbered(
             let Some(c) = x.downcast_ref::<Column>() else {
                 return Ok(Transformed::no(x));
             };
-            match to(c.index()) {
-                Some((j, name)) => Ok(Transformed::yes(Arc::new(Column::new(&name, j)))),
+            match by(c) {
+                Some(to) => Ok(Transformed::yes(to)),
                 None => {
                     known = false;
                     Ok(Transformed::no(x))
