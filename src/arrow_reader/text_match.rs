@@ -306,28 +306,36 @@ impl TextMatch {
                 finders.iter().any(|f| holds_at_unit(f, rec(i)))
             });
         }
-        let all = &data[offset..][..n * size];
-        let mut kept = arrow::array::BooleanBufferBuilder::new(n);
-        kept.append_n(n, false);
-        for f in &finders {
-            let len = f.needle().len();
-            let mut from = 0;
-            while let Some(p) = f.find(&all[from..]) {
-                let at = from + p;
-                let (i, within) = (at / size, at % size);
-                if within % 4 == 0 && within + len <= size {
-                    kept.set_bit(i, true);
-                    from = (i + 1) * size; // The record is kept: on to the next.
-                } else {
-                    from = at + 1;
-                }
-                if from >= all.len() {
-                    break;
-                }
+        holding_end_to_end(&finders, &data[offset..][..n * size], size)
+    }
+}
+
+/// Whether each record of `size` bytes of `all` (records end to end) holds one of the
+/// finders' needles: each needle is searched for once over all of them, and a find
+/// counts for the record it starts in when it starts at a unit boundary and ends inside
+/// that record.
+fn holding_end_to_end(finders: &[memmem::Finder<'_>], all: &[u8], size: usize) -> BooleanBuffer {
+    let n = all.len() / size;
+    let mut kept = arrow::array::BooleanBufferBuilder::new(n);
+    kept.append_n(n, false);
+    for f in finders {
+        let len = f.needle().len();
+        let mut from = 0;
+        while let Some(p) = f.find(&all[from..]) {
+            let at = from + p;
+            let (i, within) = (at / size, at % size);
+            if within % 4 == 0 && within + len <= size {
+                kept.set_bit(i, true);
+                from = (i + 1) * size; // The record is kept: on to the next.
+            } else {
+                from = at + 1;
+            }
+            if from >= all.len() {
+                break;
             }
         }
-        kept.finish()
     }
+    kept.finish()
 }
 
 impl TextMatch {
@@ -346,10 +354,14 @@ impl TextMatch {
                 false => u32::from(c).to_le_bytes(),
             }
         };
+        if self.needles.iter().any(Vec::is_empty) {
+            return BooleanBuffer::new_set(n);
+        }
         let needles: Vec<Vec<u8>> = (self.needles.iter())
             .map(|x| x.iter().flat_map(|&c| unit(c)).collect())
             .collect();
-        let as_units = TextMatch::plain(size, needles, Matching::Substring);
+        // Built once, for every piece.
+        let finders: Vec<memmem::Finder<'_>> = needles.iter().map(memmem::Finder::new).collect();
         let mut kept = arrow::array::BooleanBufferBuilder::new(n);
         // Pieces of records the cache holds, copied and searched one at a time.
         let piece_records = (64 * 1024 / size).max(1);
@@ -360,7 +372,7 @@ impl TextMatch {
             // its copy holds. (Byte by byte, the loop vectorizes.)
             lowered.clear();
             lowered.extend(piece.iter().map(u8::to_ascii_lowercase));
-            let found = as_units.keep_holding(&lowered, piece.len() / size, size, 0);
+            let found = holding_end_to_end(&finders, &lowered, size);
             // Records with a unit that is not ASCII (in either byte order, a unit
             // above 0x7f has a bit set outside 0x7f's byte): kept.
             let ascii = |rec: &[u8]| {
@@ -418,7 +430,7 @@ fn any_case_passes(how: Matching, needles: &[Vec<u8>], value: &[u8]) -> bool {
         Matching::Prefix => value
             .get(..x.len())
             .is_some_and(|v| v.eq_ignore_ascii_case(x)),
-        _ => x.is_empty() || value.windows(x.len()).any(|w| w.eq_ignore_ascii_case(x)),
+        _ => holds_any_case(x, value),
     })
 }
 

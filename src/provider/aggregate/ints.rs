@@ -55,10 +55,9 @@ impl IntGroups {
         out.reserve(col.len());
         // Temporal values are numbered as the integers they hold.
         let col = &match col.data_type() {
-            DataType::Timestamp(..) | DataType::Date64 | DataType::Time64(_) => {
+            t if !t.is_integer() && supported(t) => {
                 arrow::compute::cast(col, &DataType::Int64).ok()?
             }
-            DataType::Date32 => arrow::compute::cast(col, &DataType::Int32).ok()?,
             _ => std::sync::Arc::clone(col),
         };
         macro_rules! of_type {
