@@ -60,6 +60,23 @@ async fn check(fused: &SessionContext, plain: &SessionContext, sql: &str, expect
     assert!(!plan_b.contains("Blosc2AggregateExec"), "{sql}\n{plan_b}");
 }
 
+/// [`check`], expecting the fused node unless the plan spreads the scan by a round-robin
+/// repartition between scan and aggregation (a scan of fewer units than partitions, which
+/// keeps DataFusion's plan: only with several partitions). The fused plan, and whether
+/// it was spread.
+async fn check_fused_unless_spread(
+    fused: &SessionContext,
+    plain: &SessionContext,
+    sql: &str,
+    partitions: usize,
+) -> (String, bool) {
+    let (_, plan) = run(fused, sql).await;
+    let spread = plan.contains("RoundRobinBatch");
+    assert!(!spread || partitions > 1, "{sql}\n{plan}");
+    check(fused, plain, sql, !spread).await;
+    (plan, spread)
+}
+
 #[tokio::test]
 async fn fused_aggregates_match_datafusion_on_every_numeric_dtype() {
     let dtypes = [
@@ -459,12 +476,9 @@ async fn fused_aggregation_under_a_filter() {
             // A scan of fewer units than partitions (`nl`, or pruned to a few units) is
             // spread by a round-robin repartition between filter and aggregation, which
             // keeps DataFusion's plan; on one partition every query is fused.
-            let (_, plan) = run(&fused, sql).await;
-            let spread = plan.contains("RoundRobinBatch");
-            check(&fused, &plain, sql, !spread).await;
+            let (plan, spread) = check_fused_unless_spread(&fused, &plain, sql, partitions).await;
             assert!(spread || plan.contains(", filter="), "{sql}\n{plan}");
             assert!(spread || !plan.contains("FilterExec"), "{sql}\n{plan}");
-            assert!(!spread || partitions > 1, "{sql}\n{plan}");
         }
         let query = |start: &str| *fused_queries.iter().find(|q| q.starts_with(start)).unwrap();
         let (_, plan) = run(&fused, query("SELECT v, count(*), sum(i) FROM tk WHERE i")).await;
@@ -599,12 +613,7 @@ async fn fused_aggregation_over_computed_arguments_and_keys() {
     for partitions in [1, 2, 3] {
         let (fused, plain) = contexts(partitions, &tables).await;
         for sql in fused_queries {
-            // As in the tests above, a small scan spread by a round-robin repartition
-            // keeps DataFusion's plan.
-            let (_, plan) = run(&fused, sql).await;
-            let spread = plan.contains("RoundRobinBatch");
-            assert!(!spread || partitions > 1, "{sql}\n{plan}");
-            check(&fused, &plain, sql, !spread).await;
+            let (plan, spread) = check_fused_unless_spread(&fused, &plain, sql, partitions).await;
             assert!(spread || plan.contains("arguments=["), "{sql}\n{plan}");
         }
         // Temporal columns as keys (numbered as the integers they hold).
@@ -613,9 +622,7 @@ async fn fused_aggregation_over_computed_arguments_and_keys() {
              ORDER BY value NULLS FIRST",
             "SELECT value, count(*) FROM ts GROUP BY value ORDER BY value NULLS FIRST",
         ] {
-            let (_, plan) = run(&fused, sql).await;
-            let spread = plan.contains("RoundRobinBatch");
-            check(&fused, &plain, sql, !spread).await;
+            check_fused_unless_spread(&fused, &plain, sql, partitions).await;
         }
         // The key's text read by an argument (its records would be no text), two
         // computed keys, and a float key keep DataFusion's plan.
@@ -669,12 +676,7 @@ async fn fused_grouping_by_integer_columns() {
     for partitions in [1, 2, 3] {
         let (fused, plain) = contexts(partitions, &tables).await;
         for sql in queries {
-            // A filtered scan of fewer units than partitions is spread by a round-robin
-            // repartition, which keeps DataFusion's plan (as in the test above).
-            let (_, plan) = run(&fused, sql).await;
-            let spread = plan.contains("RoundRobinBatch");
-            assert!(!spread || partitions > 1, "{sql}\n{plan}");
-            check(&fused, &plain, sql, !spread).await;
+            check_fused_unless_spread(&fused, &plain, sql, partitions).await;
         }
         for (t, col, fixture) in [
             ("nl", "a", "ctable/nulls.b2d"),
