@@ -624,14 +624,73 @@ async fn fused_aggregation_over_computed_arguments_and_keys() {
         ] {
             check_fused_unless_spread(&fused, &plain, sql, partitions).await;
         }
-        // The key's text read by an argument (its records would be no text), two
-        // computed keys, and a float key keep DataFusion's plan.
+        // Two computed keys and a float key keep DataFusion's plan.
         for sql in [
-            "SELECT word, avg(length(word)) FROM td GROUP BY word ORDER BY word",
             "SELECT i % 2 AS x, i % 3 AS y, count(*) FROM vd GROUP BY x, y ORDER BY x, y",
             "SELECT f / 2 AS h, count(*) FROM nl GROUP BY h ORDER BY h NULLS FIRST",
         ] {
             check(&fused, &plain, sql, false).await;
+        }
+    }
+}
+
+/// `length(t)` of a table's text column, as an argument or the key, read from its
+/// stored records (`U<n>` of both byte orders with NULs inside, astral letters and the
+/// empty text; `utf8` with a sentinel and with a mask; `vlstring` with nil items; a key
+/// grouped by its records whose length is also taken): the plan says `as records`, and
+/// the values agree with DataFusion's plan. A column also read as text (filtered on,
+/// aggregated, or in another expression) is converted as before.
+#[tokio::test]
+async fn lengths_of_text_columns_from_their_records() {
+    let tables = [
+        ("nl", "tests/fixtures/ctable/nulls.b2d"),
+        ("td", "tests/fixtures/ctable/texts.b2d"),
+        ("tk", "tests/fixtures/ctable/text-keys.b2d"),
+        ("vd", "tests/fixtures/ctable/varlen.b2d"),
+    ];
+    let from_records = [
+        "SELECT word, avg(length(word)), max(char_length(word)) FROM td GROUP BY word \
+         ORDER BY word",
+        "SELECT length(word) AS l, count(*), sum(length(opt)), count(length(opt)) FROM td \
+         GROUP BY l ORDER BY l",
+        "SELECT length(b) AS l, count(*), sum(length(s)), min(a) FROM nl GROUP BY l \
+         ORDER BY l NULLS FIRST",
+        "SELECT length(u) AS l, count(*), count(length(m)), max(length(v)), sum(length(v)) \
+         FROM tk GROUP BY l ORDER BY l NULLS FIRST",
+        "SELECT v, count(*), avg(length(v)) FROM tk WHERE i % 3 = 1 GROUP BY v \
+         ORDER BY v NULLS FIRST",
+        "SELECT cat, avg(length(note)), max(length(note) * 2) FROM vd GROUP BY cat ORDER BY cat",
+        "SELECT sum(length(m) + length(u)), min(length(v)) FROM tk WHERE i > 100",
+    ];
+    // Each with the column read as text.
+    let as_text = [
+        (
+            "SELECT avg(length(word)) FROM td WHERE word <> 'beta'",
+            "word",
+        ),
+        (
+            "SELECT max(length(word)), count(opt), avg(length(opt)) FROM td",
+            "opt",
+        ),
+        ("SELECT sum(length(u) + length(upper(u))) FROM tk", "u"),
+        ("SELECT count(u), avg(length(u)) FROM tk", "u"),
+    ];
+    for partitions in [1, 2] {
+        let (fused, plain) = contexts(partitions, &tables).await;
+        for sql in from_records {
+            let (plan, spread) = check_fused_unless_spread(&fused, &plain, sql, partitions).await;
+            assert!(spread || plan.contains("as records)"), "{sql}\n{plan}");
+        }
+        for (sql, column) in as_text {
+            let (plan, spread) = check_fused_unless_spread(&fused, &plain, sql, partitions).await;
+            let raw = (plan.split("raw_records=[").nth(1))
+                .and_then(|r| r.split(']').next())
+                .unwrap_or("");
+            assert!(
+                spread || !raw.split(", ").any(|c| c == column),
+                "{sql}\n{plan}"
+            );
+            assert!(spread || plan.contains("arguments=["), "{sql}\n{plan}");
         }
     }
 }

@@ -8,11 +8,12 @@
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Field, Schema};
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::Result;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::projection::ProjectionExec;
+use std::cell::Cell;
 use std::sync::Arc;
 
 /// `e`, an expression over `projection`'s output, as an expression over its input: each
@@ -44,23 +45,28 @@ fn replace_columns(
     e: &Arc<dyn PhysicalExpr>,
     by: impl Fn(&Column) -> Option<Arc<dyn PhysicalExpr>>,
 ) -> Option<Arc<dyn PhysicalExpr>> {
-    let mut known = true;
-    let out = Arc::clone(e)
-        .transform(|x| {
-            let Some(c) = x.downcast_ref::<Column>() else {
-                return Ok(Transformed::no(x));
-            };
-            match by(c) {
-                Some(to) => Ok(Transformed::yes(to)),
-                None => {
-                    known = false;
-                    Ok(Transformed::no(x))
-                }
-            }
+    let known = Cell::new(true);
+    let out = replace_calls(e, |x| {
+        let to = by(x.downcast_ref::<Column>()?);
+        known.set(known.get() && to.is_some());
+        to
+    });
+    known.get().then_some(out)
+}
+
+/// `e` with each node for which `by` gives a replacement replaced, from the leaves up.
+pub fn replace_calls(
+    e: &Arc<dyn PhysicalExpr>,
+    by: impl Fn(&Arc<dyn PhysicalExpr>) -> Option<Arc<dyn PhysicalExpr>>,
+) -> Arc<dyn PhysicalExpr> {
+    let out = Arc::clone(e).transform(|x| {
+        Ok(match by(&x) {
+            Some(to) => Transformed::yes(to),
+            None => Transformed::no(x),
         })
-        .data()
-        .ok()?;
-    known.then_some(out)
+    });
+    // `by` fails nothing, so neither does the walk.
+    out.map_or_else(|_| Arc::clone(e), |t| t.data)
 }
 
 /// The expressions a fused node evaluates on each piece of its input, over the input's

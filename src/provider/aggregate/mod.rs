@@ -52,6 +52,7 @@ mod ints;
 mod keys;
 mod records;
 mod text_extremes;
+mod text_length;
 
 use super::exec::Blosc2Exec;
 use super::member_value::MemberValue;
@@ -350,6 +351,15 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             let predicate = (filter.iter().map(|f| m.to_scan_expr(f, true)))
                 .chain(m.filter.iter().map(|f| m.to_scan_expr(f, false)))
                 .collect::<Option<Vec<_>>>()?;
+            // `length(t)` of text columns nothing else reads: from their records.
+            let elsewhere: Vec<usize> = (predicate.iter())
+                .flat_map(|f| collect_columns(f).into_iter().map(|c| c.index()))
+                .chain(member_aggs.iter().filter_map(|a| a.column))
+                .collect();
+            let raw_lengths =
+                text_length::from_records(&mut evaluated, &elsewhere, &m.scan.schema(), |j| {
+                    scan_exec(m.scan)?.raw_text_column(j)
+                });
             // The scan columns expressions read: the filter's and the evaluated arguments'.
             let read_columns: Vec<usize> = (predicate.iter().chain(&evaluated))
                 .flat_map(|f| collect_columns(f).into_iter().map(|c| c.index()))
@@ -407,12 +417,15 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
             if (texts && group.is_some()) || text_columns.iter().any(read_otherwise) {
                 return None;
             }
-            let raw: Vec<usize> = group
+            let mut raw: Vec<usize> = group
                 .iter()
                 .filter(|g| matches!(g.keys, KeyKind::Text(_)))
                 .map(|g| g.column)
                 .chain(text_columns)
+                .chain(raw_lengths)
                 .collect();
+            raw.sort_unstable();
+            raw.dedup();
             let scan = unit_batch_scan(m.scan, &counted_only, &raw)?;
             let node =
                 Blosc2AggregateExec::new(scan, member_aggs, group, output, Arc::clone(&schema))
