@@ -310,6 +310,13 @@ const QUERIES: &[Query] = &[
         columns: "name",
     },
     Query {
+        name: "names: count per length(name) (computed key from the records)",
+        sql: "SELECT length(name) AS l, count(*) AS n FROM names_{c} GROUP BY l ORDER BY l",
+        check: Check::Same,
+        floor: &["names-{c}.b2d/_cols/name.b2nd"],
+        columns: "name",
+    },
+    Query {
         name: "cats: name = one of 2,000 (dictionary column)",
         sql: "SELECT count(*) FROM cats_{c} WHERE name = 'abjvhujq'",
         check: Check::Same,
