@@ -298,15 +298,11 @@ async fn fused_grouping_by_utf32_records() {
         ] {
             check(&fused, &plain, sql, true).await;
         }
-        // The key column also aggregated: DataFusion's plan (the records would not see
-        // the sentinel applied).
-        check(
-            &fused,
-            &plain,
-            "SELECT b, count(b) FROM nl GROUP BY b ORDER BY b",
-            false,
-        )
-        .await;
+        // The key column also aggregated: grouped by its converted text (the records
+        // would not see the sentinel applied).
+        let sql = "SELECT b, count(b) FROM nl GROUP BY b ORDER BY b";
+        let (plan, spread) = check_fused_unless_spread(&fused, &plain, sql, partitions).await;
+        assert!(spread || !plan.contains("raw_records"), "{sql}\n{plan}");
     }
 }
 
@@ -404,14 +400,15 @@ async fn fused_grouping_by_utf8_items() {
         ] {
             check(&fused, &plain, sql, true).await;
         }
-        // A filter on the key (a text match the scan applies in part) keeps DataFusion's
-        // plan.
+        // A filter on the key (a text match the scan applies in part): grouped by its
+        // converted text.
         for sql in [
             "SELECT v, count(*), sum(i) FROM tk WHERE v IN ('', 'a', 'k0001', 'k0002') \
              GROUP BY v ORDER BY v",
             "SELECT note, count(*) FROM vz WHERE note LIKE 'é%' GROUP BY note ORDER BY note",
         ] {
-            check(&fused, &plain, sql, false).await;
+            let (plan, spread) = check_fused_unless_spread(&fused, &plain, sql, partitions).await;
+            assert!(spread || !plan.contains("raw_records"), "{sql}\n{plan}");
         }
         // TopK over the keys: a dynamic filter on the key column, read converted for it
         // and raw for the batch.
@@ -421,14 +418,9 @@ async fn fused_grouping_by_utf8_items() {
         ] {
             check(&fused, &plain, sql, true).await;
         }
-        // The key column also aggregated: DataFusion's plan.
-        check(
-            &fused,
-            &plain,
-            "SELECT v, count(v) FROM tk GROUP BY v ORDER BY v",
-            false,
-        )
-        .await;
+        // The key column also aggregated: grouped by its converted text.
+        let sql = "SELECT v, count(v) FROM tk GROUP BY v ORDER BY v";
+        check_fused_unless_spread(&fused, &plain, sql, partitions).await;
     }
 }
 
@@ -486,11 +478,12 @@ async fn fused_aggregation_under_a_filter() {
         // `a` is filtered on: read whole, not for its nulls alone.
         let (_, plan) = run(&fused, query("SELECT count(*), count(a)")).await;
         assert!(!plan.contains("nulls_only"), "{plan}");
+        // A filter on a text key: grouped by its converted text.
         for sql in [
             "SELECT v, count(*) FROM tk WHERE v LIKE 'k00%' GROUP BY v ORDER BY v",
             "SELECT b, count(*) FROM nl WHERE b <> 'b7' GROUP BY b ORDER BY b",
         ] {
-            check(&fused, &plain, sql, false).await;
+            check_fused_unless_spread(&fused, &plain, sql, partitions).await;
         }
     }
 }
@@ -576,6 +569,8 @@ async fn fused_aggregation_over_computed_arguments_and_keys() {
         ("ts", "tests/fixtures/b2nd/dtype-le_M8_ms.b2nd"),
         ("days", "tests/fixtures/b2nd/dtype-le_M8_D.b2nd"),
         ("pt", "tests/fixtures/partitioned/temps"),
+        ("tk", "tests/fixtures/ctable/text-keys.b2d"),
+        ("u3", "tests/fixtures/b2nd/dtype-le_U3.b2nd"),
     ];
     let fused_queries = [
         // Arguments: arithmetic, functions over converted text, CASE, casts that narrow.
@@ -605,6 +600,14 @@ async fn fused_aggregation_over_computed_arguments_and_keys() {
          WHERE value IS NOT NULL GROUP BY d ORDER BY d",
         "SELECT CAST(value AS Date) AS d, count(*), min(dim_0) FROM ts GROUP BY d \
          ORDER BY d NULLS FIRST",
+        // Text keys computed over `U<n>`, `utf8` with a sentinel, `vlstring` with nil
+        // items, with null results.
+        "SELECT substr(word, 1, 2) AS p, count(*), sum(i) FROM td GROUP BY p ORDER BY p",
+        "SELECT lower(u) AS k, count(*), max(i), count(v) FROM tk GROUP BY k ORDER BY k NULLS FIRST",
+        "SELECT upper(note) AS k, count(*), min(i) FROM vd WHERE i % 4 <> 1 GROUP BY k \
+         ORDER BY k NULLS FIRST",
+        "SELECT CASE WHEN i % 3 = 0 THEN word END AS k, count(*) FROM td GROUP BY k \
+         ORDER BY k NULLS FIRST",
         // A partitioned directory: path columns beside a computed key, filters.
         "SELECT station, dim_0 % 4 AS q, count(*), avg(value * 2) FROM pt GROUP BY station, q \
          ORDER BY station, q",
@@ -616,8 +619,10 @@ async fn fused_aggregation_over_computed_arguments_and_keys() {
             let (plan, spread) = check_fused_unless_spread(&fused, &plain, sql, partitions).await;
             assert!(spread || plan.contains("arguments=["), "{sql}\n{plan}");
         }
-        // Temporal columns as keys (numbered as the integers they hold).
+        // Temporal columns as keys (numbered as the integers they hold), and a 1-D
+        // `U<n>` array's values (no records to group: its text).
         for sql in [
+            "SELECT value, count(*), max(dim_0) FROM u3 GROUP BY value ORDER BY value",
             "SELECT value, count(*), min(dim_0) FROM days WHERE dim_0 < 300 GROUP BY value \
              ORDER BY value NULLS FIRST",
             "SELECT value, count(*) FROM ts GROUP BY value ORDER BY value NULLS FIRST",

@@ -261,7 +261,12 @@ impl GroupedFold {
     ) -> Self {
         let keys = GroupKeys::new(group.keys.clone(), group.bound);
         let states = GroupedStates::new(&aggs, keys.groups());
-        let flush = flush.filter(|_| matches!(group.keys, KeyKind::Text(_) | KeyKind::Integer));
+        let flush = flush.filter(|_| {
+            matches!(
+                group.keys,
+                KeyKind::Text(_) | KeyKind::Converted(_) | KeyKind::Integer
+            )
+        });
         GroupedFold {
             group,
             keys,

@@ -25,7 +25,7 @@ use crate::arrow_reader::reader::RawText;
 use crate::arrow_reader::utf32::push_utf32;
 use crate::provider::exec::RawTextColumn;
 use arrow::array::{
-    Array, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Array, StringArray,
+    Array, ArrayRef, AsArray, DictionaryArray, Int32Array, Int64Array, OffsetSizeTrait, StringArray,
 };
 use arrow::datatypes::{DataType, Int32Type, Int64Type};
 use datafusion::error::{DataFusionError, Result};
@@ -44,6 +44,22 @@ pub enum KeyKind {
     /// A table's text column as its stored records (`FixedSizeBinary` of UTF-32,
     /// `LargeBinary` of UTF-8); rows whose text is its `null_text` are null.
     Text(RawTextColumn),
+    /// Text as Arrow gives it (`Utf8`, `LargeUtf8`, `Utf8View`): a text expression's
+    /// values (`substr(sku, 1, 5)`), or a text column the scan converts (also read as
+    /// text, or with no records to group). Numbered as UTF-8 items are; its column is
+    /// [`KeyKind::converted`]'s, naming the key for errors.
+    Converted(RawTextColumn),
+}
+
+impl KeyKind {
+    /// [`KeyKind::Converted`] of the key `what` names.
+    pub fn converted(what: String) -> Self {
+        KeyKind::Converted(RawTextColumn {
+            raw: RawText::Utf8,
+            null_text: None,
+            what,
+        })
+    }
 }
 
 /// The distinct records of a text column.
@@ -198,6 +214,30 @@ impl DistinctGroups {
     }
 }
 
+/// Appends to `buf` the group of each item `data[offsets[i]..offsets[i + 1]]` of column
+/// `col` (0 where `null(i)`), numbering new ones in `table` and `groups`.
+///
+/// # Errors
+/// As [`DistinctGroups::add`].
+fn item_groups<O: OffsetSizeTrait>(
+    table: &mut ItemTable,
+    groups: &mut DistinctGroups,
+    offsets: &[O],
+    data: &[u8],
+    null: impl Fn(usize) -> bool,
+    col: &RawTextColumn,
+    buf: &mut Vec<i64>,
+) -> Result<()> {
+    for (i, w) in offsets.windows(2).enumerate() {
+        let (a, b) = (w[0].as_usize(), w[1].as_usize());
+        buf.push(match null(i) {
+            true => 0,
+            false => groups.of(table.entry(data, a, b), &data[a..b], col)?,
+        });
+    }
+    Ok(())
+}
+
 /// The texts of raw records `col` of column `text` as the scan would have given them: a
 /// `Utf8` array, null where `col` is or where the text is the column's `null_text`.
 ///
@@ -273,7 +313,7 @@ impl GroupKeys {
     /// Keys of `kind` below `bound`.
     pub fn new(kind: KeyKind, bound: usize) -> Self {
         let text = match &kind {
-            KeyKind::Text(col) => Some(TextGroups::new(&col.raw)),
+            KeyKind::Text(col) | KeyKind::Converted(col) => Some(TextGroups::new(&col.raw)),
             _ => None,
         };
         GroupKeys {
@@ -293,7 +333,9 @@ impl GroupKeys {
         match (&self.kind, &self.text) {
             (KeyKind::Coordinate, _) => self.bound,
             (KeyKind::DictionaryCodes, _) => self.bound + 1,
-            (KeyKind::Text(_), t) => 1 + t.as_ref().map_or(0, |t| t.groups.len()),
+            (KeyKind::Text(_) | KeyKind::Converted(_), t) => {
+                1 + t.as_ref().map_or(0, |t| t.groups.len())
+            }
             (KeyKind::Integer, _) => self.ints.groups(),
         }
     }
@@ -343,16 +385,63 @@ impl GroupKeys {
                             .as_binary_opt::<i64>()
                             .ok_or_else(|| wrong("is not items"))?;
                         let (offsets, data) = (items.value_offsets(), items.value_data());
-                        for (i, w) in offsets.windows(2).enumerate() {
-                            let (a, b) = (w[0] as usize, w[1] as usize);
-                            self.buf.push(match null(i) {
-                                true => 0,
-                                false => groups.of(table.entry(data, a, b), &data[a..b], col_of)?,
-                            });
-                        }
+                        item_groups(table, groups, offsets, data, null, col_of, &mut self.buf)?;
                     }
                 }
                 Ok(())
+            }
+            KeyKind::Converted(col_of) => {
+                let text = self.text.as_mut().expect("made with the kind");
+                let (Distinct::Items(table), groups) = (&mut text.distinct, &mut text.groups)
+                else {
+                    return Err(wrong("is not numbered as items"));
+                };
+                self.buf.clear();
+                self.buf.reserve(col.len());
+                let nulls = col.nulls().filter(|n| n.null_count() > 0);
+                let null = |i: usize| nulls.is_some_and(|n| n.is_null(i));
+                let buf = &mut self.buf;
+                if let Some(s) = col.as_string_opt::<i32>() {
+                    item_groups(
+                        table,
+                        groups,
+                        s.value_offsets(),
+                        s.value_data(),
+                        null,
+                        col_of,
+                        buf,
+                    )
+                } else if let Some(s) = col.as_string_opt::<i64>() {
+                    item_groups(
+                        table,
+                        groups,
+                        s.value_offsets(),
+                        s.value_data(),
+                        null,
+                        col_of,
+                        buf,
+                    )
+                } else if let Some(v) = col.as_string_view_opt() {
+                    // A value of up to 12 bytes is held in its view, after its length:
+                    // looked up there, in the views' bytes, where its 16-byte head loads
+                    // at once (a copy of it alone cost a call a row).
+                    let views = v.views().inner().as_slice();
+                    for (i, &view) in v.views().iter().enumerate() {
+                        let len = view as u32 as usize;
+                        let (data, at) = match len {
+                            0..=12 => (views, 16 * i + 4),
+                            _ => (v.value(i).as_bytes(), 0),
+                        };
+                        let item = &data[at..at + len];
+                        buf.push(match null(i) {
+                            true => 0,
+                            false => groups.of(table.entry(data, at, at + len), item, col_of)?,
+                        });
+                    }
+                    Ok(())
+                } else {
+                    Err(wrong("is not text"))
+                }
             }
             KeyKind::DictionaryCodes => {
                 let d = col
@@ -420,7 +509,7 @@ impl GroupKeys {
                 groups.iter().map(|&g| g as i64),
             )),
             (KeyKind::Integer, _) => self.ints.column(groups, key_type),
-            (KeyKind::Text(_), _) => match &self.text {
+            (KeyKind::Text(_) | KeyKind::Converted(_), _) => match &self.text {
                 Some(t) => t.groups.column(groups)?,
                 None => arrow::array::new_null_array(&DataType::Utf8, groups.len()),
             },
@@ -657,5 +746,62 @@ mod tests {
         let records: ArrayRef =
             Arc::new(FixedSizeBinaryArray::try_new(4, vec![0u8; 4].into(), None).unwrap());
         assert!(groups(&mut keys, &records).is_err());
+    }
+
+    /// Text as Arrow gives it (`Utf8`, `LargeUtf8`, `Utf8View` of values held in their
+    /// views and not, sliced), numbered as a `HashMap` of the values numbers them in the
+    /// order first seen, nulls in group 0; another type is refused.
+    #[test]
+    fn converted_text_groups_by_value() {
+        use arrow::array::{LargeStringArray, StringViewArray};
+        let mut x = 99u64;
+        let values: Vec<Option<String>> = (0..3000)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let v = (x >> 33) % 400;
+                // Lengths 0 to 39: inline in a view up to 12 bytes, then not.
+                (v % 17 != 3).then(|| format!("{}é{v}", "k".repeat(v as usize % 30)))
+            })
+            .collect();
+        let arrays: [ArrayRef; 3] = [
+            Arc::new(StringArray::from(values.clone())),
+            Arc::new(LargeStringArray::from(values.clone())),
+            Arc::new(StringViewArray::from(values.clone())),
+        ];
+        for col in arrays {
+            for (from, n) in [(0, values.len()), (7, 500)] {
+                let mut keys = GroupKeys::new(KeyKind::converted("the key k".into()), 0);
+                let mut want: HashMap<&str, i64> = HashMap::new();
+                let expected: Vec<i64> = (values[from..from + n].iter())
+                    .map(|v| match v {
+                        None => 0,
+                        Some(v) => {
+                            let next = want.len() as i64 + 1;
+                            *want.entry(v.as_str()).or_insert(next)
+                        }
+                    })
+                    .collect();
+                let got = groups(&mut keys, &col.slice(from, n)).unwrap();
+                assert_eq!(got, expected, "{}", col.data_type());
+                assert_eq!(keys.groups(), want.len() + 1);
+                let all: Vec<usize> = (0..keys.groups()).collect();
+                let texts = keys.column(&all, &DataType::Utf8).unwrap();
+                let mut by_group: Vec<(i64, &str)> = want.iter().map(|(v, &g)| (g, *v)).collect();
+                by_group.sort();
+                let texts: Vec<Option<&str>> = texts.as_string::<i32>().iter().collect();
+                assert_eq!(texts[0], None);
+                assert!(
+                    texts[1..]
+                        .iter()
+                        .zip(&by_group)
+                        .all(|(t, (_, v))| *t == Some(*v))
+                );
+            }
+        }
+        let mut keys = GroupKeys::new(KeyKind::converted("the key k".into()), 0);
+        let ints: ArrayRef = Arc::new(Int64Array::from(vec![1, 2]));
+        assert!(groups(&mut keys, &ints).is_err());
     }
 }

@@ -201,7 +201,7 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                     Arg::Column(..) | Arg::Expr => {
                         let e = arguments::renumbered(&e, below_filter)?;
                         let t = e.data_type(&union_schema).ok()?;
-                        ints::supported(&t).then_some(Key::Computed(e))
+                        (ints::supported(&t) || is_text(&t)).then_some(Key::Computed(e))
                     }
                 }
             })
@@ -372,11 +372,15 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                 let source = match key {
                     Key::Column(c) => m.source(*c)?,
                     Key::Computed(_) if group.is_some() => return None,
-                    Key::Computed(_) => {
+                    Key::Computed(e) => {
+                        let keys = match is_text(t) {
+                            true => KeyKind::converted(format!("the key {e}")),
+                            false => KeyKind::Integer,
+                        };
                         group = Some(Group {
                             column: width,
                             bound: 0,
-                            keys: KeyKind::Integer,
+                            keys,
                         });
                         continue;
                     }
@@ -449,7 +453,7 @@ enum Key {
     /// A column.
     Column(usize),
     /// An expression the node evaluates (`arguments.rs`), of a type [`ints::supported`]
-    /// takes.
+    /// takes or text ([`KeyKind::Converted`]).
     Computed(Arc<dyn PhysicalExpr>),
 }
 
@@ -593,8 +597,9 @@ fn coordinate_bound(scan: &Arc<dyn ExecutionPlan>, c: usize) -> Option<usize> {
 
 /// The grouping of `scan` by its column `c`, of type `t`, if the fused node can group by
 /// it: an array coordinate (or an `Int64` column bound as one), a CTable dictionary
-/// column of fewer than [`MAX_GROUPS`] values, an integer column, or a table's text
-/// column that no aggregate or filter reads (`key_read`).
+/// column of fewer than [`MAX_GROUPS`] values, an integer column, a table's text
+/// column as its records where no aggregate or filter reads it (`key_read`), or any
+/// text column as its text.
 fn group_of(
     scan: &Arc<dyn ExecutionPlan>,
     c: usize,
@@ -612,9 +617,15 @@ fn group_of(
             (KeyKind::Coordinate, bound)
         }
         t if ints::supported(t) => (KeyKind::Integer, 0),
-        DataType::Utf8 | DataType::Utf8View if !key_read => {
-            (KeyKind::Text(exec()?.raw_text_column(c)?), 0)
-        }
+        // A text column: its records, or its text where it is also read as text or has
+        // no records to group.
+        t if is_text(t) => match exec().and_then(|e| e.raw_text_column(c)) {
+            Some(raw) if !key_read => (KeyKind::Text(raw), 0),
+            _ => (
+                KeyKind::converted(format!("the key {}", scan.schema().field(c).name())),
+                0,
+            ),
+        },
         _ => return None,
     };
     Some(Group {
