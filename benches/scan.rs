@@ -195,6 +195,14 @@ const QUERIES: &[Query] = &[
         columns: "",
     },
     Query {
+        name: "skus: count and sum(qty) per substr(sku, 1, 6), top 3 (computed text key)",
+        sql: "SELECT substr(sku, 1, 6) AS p, count(*) AS n, sum(qty) AS q FROM skus_{c} \
+              GROUP BY p ORDER BY n DESC, p LIMIT 3",
+        check: Check::Same,
+        floor: &["skus-{c}.b2d/_cols/sku.b2nd"],
+        columns: "sku, qty",
+    },
+    Query {
         name: "skus: sku LIKE a prefix (string, FULL index)",
         sql: "SELECT count(*), sum(qty) FROM skus_{c} WHERE sku LIKE 'S0008641%'",
         check: Check::Same,
