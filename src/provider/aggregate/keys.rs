@@ -401,26 +401,24 @@ impl GroupKeys {
                 let nulls = col.nulls().filter(|n| n.null_count() > 0);
                 let null = |i: usize| nulls.is_some_and(|n| n.is_null(i));
                 let buf = &mut self.buf;
+                // `Utf8` and `LargeUtf8`: items between offsets of either width.
+                macro_rules! between_offsets {
+                    ($s:expr) => {
+                        item_groups(
+                            table,
+                            groups,
+                            $s.value_offsets(),
+                            $s.value_data(),
+                            null,
+                            col_of,
+                            buf,
+                        )
+                    };
+                }
                 if let Some(s) = col.as_string_opt::<i32>() {
-                    item_groups(
-                        table,
-                        groups,
-                        s.value_offsets(),
-                        s.value_data(),
-                        null,
-                        col_of,
-                        buf,
-                    )
+                    between_offsets!(s)
                 } else if let Some(s) = col.as_string_opt::<i64>() {
-                    item_groups(
-                        table,
-                        groups,
-                        s.value_offsets(),
-                        s.value_data(),
-                        null,
-                        col_of,
-                        buf,
-                    )
+                    between_offsets!(s)
                 } else if let Some(v) = col.as_string_view_opt() {
                     // A value of up to 12 bytes is held in its view, after its length:
                     // looked up there, in the views' bytes, where its 16-byte head loads
