@@ -348,18 +348,20 @@ fn fuse(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
                     })
                 })
                 .collect::<Option<Vec<_>>>()?;
+            let evaluated_len = evaluated.len();
             let predicate = (filter.iter().map(|f| m.to_scan_expr(f, true)))
                 .chain(m.filter.iter().map(|f| m.to_scan_expr(f, false)))
                 .collect::<Option<Vec<_>>>()?;
-            // `length(t)` of text columns nothing else reads: from their records.
-            let elsewhere: Vec<usize> = (predicate.iter())
-                .flat_map(|f| collect_columns(f).into_iter().map(|c| c.index()))
-                .chain(member_aggs.iter().filter_map(|a| a.column))
-                .collect();
+            // `length(t)` of text columns nothing else reads, in the arguments, keys and
+            // filter: from their records.
+            let aggregated: Vec<usize> = member_aggs.iter().filter_map(|a| a.column).collect();
+            let mut exprs: Vec<_> = evaluated.into_iter().chain(predicate).collect();
             let raw_lengths =
-                text_length::from_records(&mut evaluated, &elsewhere, &m.scan.schema(), |j| {
+                text_length::from_records(&mut exprs, &aggregated, &m.scan.schema(), |j| {
                     scan_exec(m.scan)?.raw_text_column(j)
                 });
+            let predicate = exprs.split_off(evaluated_len);
+            let evaluated = exprs;
             // The scan columns expressions read: the filter's and the evaluated arguments'.
             let read_columns: Vec<usize> = (predicate.iter().chain(&evaluated))
                 .flat_map(|f| collect_columns(f).into_iter().map(|c| c.index()))

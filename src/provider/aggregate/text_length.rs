@@ -107,11 +107,12 @@ fn length_of(e: &Arc<dyn PhysicalExpr>) -> Option<&Column> {
     }
 }
 
-/// Rewrites the lengths of text columns in `evaluated` (over `schema`, the scan's output
+/// Rewrites the lengths of text columns in `evaluated` (the expressions the node
+/// evaluates: arguments, a computed key, its filter; over `schema`, the scan's output
 /// before any column is read raw) to [`RecordLength`]s of their records, for each column
 /// whose records `raw_of` gives and that nothing else reads: not `elsewhere` (the
-/// columns the node filters on or aggregates), nor the rest of `evaluated`. The columns
-/// to read as records.
+/// columns the node aggregates), nor the rest of `evaluated`. The columns to read as
+/// records.
 pub fn from_records(
     evaluated: &mut [Arc<dyn PhysicalExpr>],
     elsewhere: &[usize],
