@@ -19,9 +19,9 @@
 
 use super::ints::IntGroups;
 use super::records::{ItemTable, RecordTable};
-use crate::array::dtype::{DType, Endian};
 use crate::arrow_reader::convert::to_arrow;
 use crate::arrow_reader::reader::RawText;
+use crate::arrow_reader::schema::is_big_endian;
 use crate::arrow_reader::utf32::push_utf32;
 use crate::provider::exec::RawTextColumn;
 use arrow::array::{
@@ -146,14 +146,7 @@ impl DistinctGroups {
         let start = self.text.len();
         match &col.raw {
             RawText::Utf32(dtype) => {
-                let big = matches!(
-                    dtype,
-                    DType::Unicode {
-                        endian: Endian::Big,
-                        ..
-                    }
-                );
-                push_utf32(record, big, &mut self.text);
+                push_utf32(record, is_big_endian(dtype), &mut self.text);
             }
             RawText::Utf8 => self.text.extend_from_slice(record),
         }

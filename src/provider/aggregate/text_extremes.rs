@@ -277,7 +277,7 @@ fn used_codes(dict: &DictionaryArray<Int32Type>) -> Option<Vec<bool>> {
 /// Whether the items at `offsets` of `data` are each UTF-8: the bytes they span are, and
 /// each item starts on a character (not a continuation byte), so no character spans two
 /// items. `Err` gives the offset of the first byte found wrong.
-fn check_utf8(offsets: &[i64], data: &[u8]) -> std::result::Result<(), usize> {
+pub(super) fn check_utf8(offsets: &[i64], data: &[u8]) -> std::result::Result<(), usize> {
     let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) else {
         return Ok(());
     };

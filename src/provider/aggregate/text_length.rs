@@ -11,8 +11,9 @@
 //! aggregates reads it as text ([`from_records`]).
 
 use super::arguments::replace_calls;
-use crate::array::dtype::{DType, Endian};
+use super::text_extremes::check_utf8;
 use crate::arrow_reader::reader::RawText;
+use crate::arrow_reader::schema::is_big_endian;
 use crate::arrow_reader::utf32::character_of;
 use crate::provider::exec::RawTextColumn;
 use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
@@ -187,13 +188,7 @@ fn lengths<T: ArrowPrimitiveType>(
             T::Native::from_usize(width / 4).ok_or_else(too_long)?;
             let data = &records.value_data()[..records.len() * width];
             let values = record_lengths::<T::Native>(data, width);
-            let big = matches!(
-                dtype,
-                DType::Unicode {
-                    endian: Endian::Big,
-                    ..
-                }
-            );
+            let big = is_big_endian(dtype);
             let null_text = match &text.null_text {
                 None => Vec::new(),
                 Some(t) => {
@@ -219,7 +214,12 @@ fn lengths<T: ArrowPrimitiveType>(
                 // A byte a character (and UTF-8 already).
                 true => sizes.map(T::Native::usize_as).collect(),
                 false => {
-                    check_utf8(data, offsets, all, text)?;
+                    check_utf8(offsets, data).map_err(|at| {
+                        DataFusionError::Execution(format!(
+                            "{}: an item is not UTF-8 (at byte {at} of the batch's items)",
+                            text.what
+                        ))
+                    })?;
                     item_lengths(all, offsets)
                 }
             };
@@ -244,25 +244,6 @@ fn lengths<T: ArrowPrimitiveType>(
         }
     };
     Ok(PrimitiveArray::<T>::new(values.into(), nulls))
-}
-
-/// Checks that items `data[offsets[i]..offsets[i + 1]]`, together `all`, are each UTF-8:
-/// `all` is, and each item starts on a character's first byte.
-///
-/// # Errors
-/// One is not, as the scan refuses it.
-fn check_utf8(data: &[u8], offsets: &[i64], all: &[u8], text: &RawTextColumn) -> Result<()> {
-    let not_utf8 = |e: String| {
-        DataFusionError::Execution(format!("{}: an item is not UTF-8 ({e})", text.what))
-    };
-    std::str::from_utf8(all).map_err(|e| not_utf8(e.to_string()))?;
-    let last = offsets.last().map_or(0, |&o| o as usize);
-    let starts_inside = (offsets.iter())
-        .any(|&o| o as usize != last && data.get(o as usize).is_some_and(|&b| continues(b)));
-    match starts_inside {
-        true => Err(not_utf8("an item starts inside a character".into())),
-        false => Ok(()),
-    }
 }
 
 /// The length in characters of each item `all[offsets[i] - offsets[0]..][..size]`, UTF-8:
@@ -307,12 +288,6 @@ fn item_lengths<N: ArrowNativeType>(all: &[u8], offsets: &[i64]) -> Vec<N> {
             N::usize_as(b - a - (counted(b) - counted(a)) as usize)
         })
         .collect()
-}
-
-/// Whether byte `b` continues a UTF-8 character.
-#[inline(always)]
-fn continues(b: u8) -> bool {
-    (b as i8) < -0x40
 }
 
 /// The length of each `U<n>` record of `width` bytes in `data`: its number of units up
@@ -383,6 +358,7 @@ fn record_is(r: &[u8], chars: &[u32], big: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::array::dtype::{DType, Endian};
     use arrow::array::{FixedSizeBinaryArray, LargeBinaryArray};
 
     /// Lengths as `i64`s.
