@@ -351,54 +351,20 @@ impl GroupKeys {
             KeyKind::Integer => {
                 (self.ints.map(col, &mut self.buf)).ok_or_else(|| wrong("is not an integer column"))
             }
-            KeyKind::Text(col_of) => {
+            KeyKind::Text(col_of) | KeyKind::Converted(col_of) => {
+                let raw = matches!(self.kind, KeyKind::Text(_));
                 let text = self.text.as_mut().expect("made with the kind");
                 let groups = &mut text.groups;
                 self.buf.clear();
                 self.buf.reserve(col.len());
                 let nulls = col.nulls().filter(|n| n.null_count() > 0);
                 let null = |i: usize| nulls.is_some_and(|n| n.is_null(i));
-                match &mut text.distinct {
-                    Distinct::Records(table) => {
-                        let width = table.width();
-                        let records = col
-                            .as_fixed_size_binary_opt()
-                            .filter(|r| r.value_length() as usize == width)
-                            .ok_or_else(|| wrong("is not records of its width"))?;
-                        let data = &records.value_data()[..records.len() * width];
-                        for (i, r) in data.chunks_exact(width).enumerate() {
-                            self.buf.push(match null(i) {
-                                true => 0,
-                                false => groups.of(table.entry(r), r, col_of)?,
-                            });
-                        }
-                    }
-                    Distinct::Items(table) => {
-                        let items = col
-                            .as_binary_opt::<i64>()
-                            .ok_or_else(|| wrong("is not items"))?;
-                        let (offsets, data) = (items.value_offsets(), items.value_data());
-                        item_groups(table, groups, offsets, data, null, col_of, &mut self.buf)?;
-                    }
-                }
-                Ok(())
-            }
-            KeyKind::Converted(col_of) => {
-                let text = self.text.as_mut().expect("made with the kind");
-                let (Distinct::Items(table), groups) = (&mut text.distinct, &mut text.groups)
-                else {
-                    return Err(wrong("is not numbered as items"));
-                };
-                self.buf.clear();
-                self.buf.reserve(col.len());
-                let nulls = col.nulls().filter(|n| n.null_count() > 0);
-                let null = |i: usize| nulls.is_some_and(|n| n.is_null(i));
                 let buf = &mut self.buf;
-                // `Utf8` and `LargeUtf8`: items between offsets of either width.
+                // Items between offsets of either width.
                 macro_rules! between_offsets {
-                    ($s:expr) => {
+                    ($table:expr, $s:expr) => {
                         item_groups(
-                            table,
+                            $table,
                             groups,
                             $s.value_offsets(),
                             $s.value_data(),
@@ -408,30 +374,58 @@ impl GroupKeys {
                         )
                     };
                 }
-                if let Some(s) = col.as_string_opt::<i32>() {
-                    between_offsets!(s)
-                } else if let Some(s) = col.as_string_opt::<i64>() {
-                    between_offsets!(s)
-                } else if let Some(v) = col.as_string_view_opt() {
-                    // A value of up to 12 bytes is held in its view, after its length:
-                    // looked up there, in the views' bytes, where its 16-byte head loads
-                    // at once (a copy of it alone cost a call a row).
-                    let views = v.views().inner().as_slice();
-                    for (i, &view) in v.views().iter().enumerate() {
-                        let len = view as u32 as usize;
-                        let (data, at) = match len {
-                            0..=12 => (views, 16 * i + 4),
-                            _ => (v.value(i).as_bytes(), 0),
-                        };
-                        let item = &data[at..at + len];
-                        buf.push(match null(i) {
-                            true => 0,
-                            false => groups.of(table.entry(data, at, at + len), item, col_of)?,
-                        });
+                match &mut text.distinct {
+                    Distinct::Records(table) => {
+                        let width = table.width();
+                        let records = col
+                            .as_fixed_size_binary_opt()
+                            .filter(|r| r.value_length() as usize == width)
+                            .ok_or_else(|| wrong("is not records of its width"))?;
+                        let data = &records.value_data()[..records.len() * width];
+                        for (i, r) in data.chunks_exact(width).enumerate() {
+                            buf.push(match null(i) {
+                                true => 0,
+                                false => groups.of(table.entry(r), r, col_of)?,
+                            });
+                        }
+                        Ok(())
                     }
-                    Ok(())
-                } else {
-                    Err(wrong("is not text"))
+                    // Stored items, unchecked.
+                    Distinct::Items(table) if raw => match col.as_binary_opt::<i64>() {
+                        Some(items) => between_offsets!(table, items),
+                        None => Err(wrong("is not items")),
+                    },
+                    // Text: `Utf8`, `LargeUtf8`, `Utf8View`.
+                    Distinct::Items(table) => {
+                        if let Some(s) = col.as_string_opt::<i32>() {
+                            between_offsets!(table, s)
+                        } else if let Some(s) = col.as_string_opt::<i64>() {
+                            between_offsets!(table, s)
+                        } else if let Some(v) = col.as_string_view_opt() {
+                            // A value of up to 12 bytes is held in its view, after its
+                            // length: looked up there, in the views' bytes, where its
+                            // 16-byte head loads at once (a copy of it alone cost a call
+                            // a row).
+                            let views = v.views().inner().as_slice();
+                            for (i, &view) in v.views().iter().enumerate() {
+                                let len = view as u32 as usize;
+                                let (data, at) = match len {
+                                    0..=12 => (views, 16 * i + 4),
+                                    _ => (v.value(i).as_bytes(), 0),
+                                };
+                                let item = &data[at..at + len];
+                                buf.push(match null(i) {
+                                    true => 0,
+                                    false => {
+                                        groups.of(table.entry(data, at, at + len), item, col_of)?
+                                    }
+                                });
+                            }
+                            Ok(())
+                        } else {
+                            Err(wrong("is not text"))
+                        }
+                    }
                 }
             }
             KeyKind::DictionaryCodes => {
